@@ -1,0 +1,49 @@
+/**
+ * The one error hierarchy of holdscope. `retriable` tells a caller whether the same call may succeed
+ * later (a broker or ClickHouse outage) or never will (bad input, bad config).
+ */
+export class HoldscopeError extends Error {
+  readonly retriable: boolean;
+  readonly code: string;
+
+  constructor(code: string, message: string, options: { retriable?: boolean; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retriable = options.retriable ?? false;
+  }
+}
+
+/** Invalid configuration: names the key, the expected value and the value given. */
+export class ConfigError extends HoldscopeError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('CONFIG_INVALID', message, { retriable: false, ...options });
+  }
+}
+
+/** Input that can never be accepted as it is (malformed OTLP, a span that breaks the contract). */
+export class InputError extends HoldscopeError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('INPUT_INVALID', message, { retriable: false, ...options });
+  }
+}
+
+/** A dependency (Kafka, ClickHouse, an OTLP endpoint) is unavailable or overloaded for now. */
+export class UnavailableError extends HoldscopeError {
+  readonly retryAfterMs: number;
+
+  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
+    super('UNAVAILABLE', message, { retriable: true, cause: options.cause });
+    this.retryAfterMs = options.retryAfterMs ?? 1000;
+  }
+}
+
+/** The outcome of an operation that may be retried, said in its type rather than through exceptions. */
+export type RetryableResult<T = void> =
+  | { kind: 'success'; value: T }
+  | { kind: 'failure'; error: HoldscopeError }
+  | { kind: 'retryable'; afterMs: number; error: HoldscopeError };
+
+export const success = <T>(value: T): RetryableResult<T> => ({ kind: 'success', value });
+export const failure = <T>(error: HoldscopeError): RetryableResult<T> => ({ kind: 'failure', error });
+export const retryable = <T>(afterMs: number, error: HoldscopeError): RetryableResult<T> => ({ kind: 'retryable', afterMs, error });

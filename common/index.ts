@@ -1,0 +1,2 @@
+export * from './errors.ts';
+export { createLogger, type Logger } from './logger.ts';

@@ -1,0 +1,210 @@
+import type { EngineRef, PdEvent, ValidationResult } from './events.ts';
+import {
+  AdmissionOutcome,
+  Attr,
+  ChecksumOutcome,
+  CONTRACT_VERSION,
+  DEFAULT_CLUSTER,
+  EMITTED_BY,
+  PD_PREFIX,
+  ReleaseReason,
+  ResourceAttr,
+  Role,
+  SPAN_NAMES,
+  type SpanName,
+  TimeoutAction,
+  TransferStatus,
+} from './names.ts';
+import type { AttrMap, AttrValue, OtlpSpan } from './otlp-model.ts';
+
+/** Raised inside the validator only; turned into an `invalid` result with its message as the reason. */
+class Rejection extends Error {}
+
+const SPAN_NAME_SET = new Set<string>(SPAN_NAMES);
+const MAX_STRING = 1024;
+
+function describe(value: AttrValue | undefined): string {
+  if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return 'an array';
+  if (value instanceof Uint8Array) return 'bytes';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return 'a key-value list';
+  if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
+  return `${typeof value} ${String(value)}`;
+}
+
+/** Reads typed attributes from one attribute map, rejecting with a reason that names the key. */
+class AttrReader {
+  constructor(
+    private readonly attrs: AttrMap,
+    private readonly where: 'span' | 'resource',
+  ) {}
+
+  private fail(key: string, expected: string, value: AttrValue | undefined): never {
+    const given = value === undefined ? `${this.where} attribute missing` : `got ${describe(value)}`;
+    throw new Rejection(`${key}: expected ${expected}, ${given}`);
+  }
+
+  has(key: string): boolean {
+    return this.attrs[key] !== undefined;
+  }
+
+  string(key: string): string {
+    const value = this.attrs[key];
+    if (typeof value !== 'string' || value.length === 0) this.fail(key, 'a non-empty string', value);
+    if (value.length > MAX_STRING) throw new Rejection(`${key}: longer than ${MAX_STRING} characters`);
+    return value;
+  }
+
+  optionalString(key: string, fallback: string): string {
+    return this.has(key) ? this.string(key) : fallback;
+  }
+
+  int(key: string): number {
+    const value = this.attrs[key];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) this.fail(key, 'a non-negative integer', value);
+    return value + 0; // normalizes -0
+  }
+
+  optionalInt(key: string, fallback: number): number {
+    return this.has(key) ? this.int(key) : fallback;
+  }
+
+  bool(key: string): boolean {
+    const value = this.attrs[key];
+    if (typeof value !== 'boolean') this.fail(key, 'a boolean', value);
+    return value;
+  }
+
+  intArray(key: string): number[] {
+    const value = this.attrs[key];
+    if (!Array.isArray(value)) this.fail(key, 'an array of non-negative integers', value);
+    for (const item of value) {
+      if (typeof item !== 'number' || !Number.isSafeInteger(item) || item < 0) {
+        this.fail(key, 'an array of non-negative integers', item);
+      }
+    }
+    return value as number[];
+  }
+
+  stringArray(key: string): string[] {
+    const value = this.attrs[key];
+    if (!Array.isArray(value)) this.fail(key, 'an array of strings', value);
+    for (const item of value) {
+      if (typeof item !== 'string' || item.length === 0 || item.length > MAX_STRING) this.fail(key, `an array of non-empty strings of at most ${MAX_STRING} characters`, item);
+    }
+    return value as string[];
+  }
+
+  oneOf<T extends string>(key: string, allowed: Readonly<Record<string, T>>): T {
+    const value = this.attrs[key];
+    const values = Object.values(allowed) as string[];
+    if (typeof value !== 'string' || !values.includes(value)) this.fail(key, `one of ${values.join('|')}`, value);
+    return value as T;
+  }
+}
+
+function readEngine(resource: AttrReader): EngineRef {
+  const role = resource.oneOf(ResourceAttr.role, Role);
+  return {
+    role,
+    id: resource.string(ResourceAttr.engineId),
+    version: resource.string(ResourceAttr.engineVersion),
+    backend: role === 'router' ? resource.optionalString(ResourceAttr.transferBackend, '') : resource.string(ResourceAttr.transferBackend),
+    capacitySlots: role === 'decode' ? resource.int(ResourceAttr.kvCapacitySlots) : resource.optionalInt(ResourceAttr.kvCapacitySlots, 0),
+  };
+}
+
+/**
+ * Turns one OTLP span and its resource into a typed PD event, or says why it cannot: a precise reason
+ * naming the attribute for contract violations, `not_ours` for spans outside the `pd.` namespace.
+ */
+export function validateSpan(span: OtlpSpan, resource: AttrMap): ValidationResult {
+  if (!span.name.startsWith(PD_PREFIX)) return { status: 'not_ours' };
+  try {
+    return { status: 'valid', event: toEvent(span, resource) };
+  } catch (error) {
+    if (error instanceof Rejection) return { status: 'invalid', spanName: span.name, reason: error.message };
+    throw error;
+  }
+}
+
+function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
+  const attrs = new AttrReader(span.attributes, 'span');
+  const resource = new AttrReader(resourceAttrs, 'resource');
+  const onSpan = attrs.has(Attr.contractVersion);
+  const contractVersion = onSpan ? attrs.int(Attr.contractVersion) : resource.optionalInt(ResourceAttr.contractVersion, CONTRACT_VERSION);
+  if (contractVersion !== CONTRACT_VERSION) {
+    throw new Rejection(
+      `${Attr.contractVersion}: this receiver speaks contract version ${CONTRACT_VERSION}, the ${onSpan ? 'span' : 'resource'} declares ${contractVersion}`,
+    );
+  }
+  if (!SPAN_NAME_SET.has(span.name)) throw new Rejection(`unknown PD span name ${JSON.stringify(span.name)}`);
+  const name = span.name as SpanName;
+  const engine = readEngine(resource);
+  if (!EMITTED_BY[name].includes(engine.role)) {
+    throw new Rejection(`${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
+  }
+  if (span.endTimeUnixNano < span.startTimeUnixNano) throw new Rejection('span ends before it starts');
+  if (span.startTimeUnixNano <= 0n) throw new Rejection('span has no start time');
+  const base = {
+    cluster: resource.optionalString(ResourceAttr.cluster, DEFAULT_CLUSTER),
+    requestId: attrs.string(Attr.requestId),
+    generation: attrs.int(Attr.generation),
+    contractVersion,
+    engine,
+    traceId: span.traceId,
+    spanId: span.spanId,
+    startNs: span.startTimeUnixNano,
+    endNs: span.endTimeUnixNano,
+  };
+  switch (name) {
+    case 'pd.admission':
+      return { ...base, name, outcome: attrs.oneOf(Attr.admissionOutcome, AdmissionOutcome), reason: attrs.optionalString(Attr.admissionReason, '') };
+    case 'pd.kv.alloc':
+      return { ...base, name, pages: attrs.intArray(Attr.kvPages), slots: attrs.int(Attr.kvSlots) };
+    case 'pd.transfer':
+      return {
+        ...base,
+        name,
+        rank: attrs.int(Attr.rank),
+        chunkIndex: attrs.int(Attr.chunkIndex),
+        pages: attrs.intArray(Attr.kvPages),
+        status: attrs.oneOf(Attr.transferStatus, TransferStatus),
+        bytes: attrs.int(Attr.transferBytes),
+        decodeEngineId: attrs.string(Attr.decodeEngineId),
+      };
+    case 'pd.handoff':
+      return { ...base, name };
+    case 'pd.hold':
+      return {
+        ...base,
+        name,
+        expectedRanks: attrs.intArray(Attr.holdExpectedRanks),
+        timeoutMs: attrs.int(Attr.holdTimeoutMs),
+        slots: attrs.int(Attr.kvSlots),
+        pages: attrs.intArray(Attr.kvPages),
+      };
+    case 'pd.drain':
+      return {
+        ...base,
+        name,
+        rank: attrs.int(Attr.rank),
+        chunksDropped: attrs.int(Attr.drainChunksDropped),
+        inflight: attrs.int(Attr.drainInflight),
+        failedSends: attrs.int(Attr.drainFailedSends),
+        ackWithheld: attrs.bool(Attr.drainAckWithheld),
+        decodeEngineId: attrs.string(Attr.decodeEngineId),
+      };
+    case 'pd.ack':
+      return { ...base, name, rank: attrs.int(Attr.rank), ackGeneration: attrs.int(Attr.ackGeneration), accepted: attrs.bool(Attr.ackAccepted) };
+    case 'pd.timeout':
+      return { ...base, name, missingRanks: attrs.intArray(Attr.timeoutMissingRanks), action: attrs.oneOf(Attr.timeoutAction, TimeoutAction) };
+    case 'pd.release':
+      return { ...base, name, reason: attrs.oneOf(Attr.releaseReason, ReleaseReason), pages: attrs.intArray(Attr.kvPages) };
+    case 'pd.checksum':
+      return { ...base, name, outcome: attrs.oneOf(Attr.checksumOutcome, ChecksumOutcome) };
+    case 'pd.cancel':
+      return { ...base, name, targets: attrs.stringArray(Attr.cancelTargets) };
+  }
+}
