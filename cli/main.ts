@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { HoldscopeError } from '../common/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
+import { collectorCommand } from './collector.ts';
 import { simulateCommand } from './simulate.ts';
 import { startCommand } from './start.ts';
 
@@ -33,6 +34,26 @@ program
   .addOption(new Option('--scenario <name>', 'scenario of the simulated engines').choices(SCENARIO_NAMES).default('mixed'))
   .action(async (opts: Record<string, unknown>) => {
     await startCommand(opts);
+  });
+
+program
+  .command('collector')
+  .description('OTLP/HTTP trace receiver that produces PD spans to Kafka (needs KAFKA_BROKERS or --kafka-brokers)')
+  .option('--port <port>', 'OTLP/HTTP port (HOLDSCOPE_OTLP_PORT; default 4318)')
+  .option('--host <address>', 'listen address (default 0.0.0.0)')
+  .option('--kafka-brokers <list>', 'Kafka bootstrap brokers host:port,... (KAFKA_BROKERS)')
+  .option('--topic <name>', 'topic for PD spans (HOLDSCOPE_TOPIC; default pd-spans)')
+  .option('--dead-letter-topic <name>', 'topic for rejected spans (default pd-spans-dead-letter)')
+  .option('--topic-partitions <n>', 'partitions when creating the topic (default 12)')
+  .option('--topic-retention-ms <ms>', 'retention.ms when creating the topics (default 7 days)')
+  .option('--max-body-bytes <n>', 'largest body after decompression (default 16 MiB)')
+  .option('--max-spans-per-request <n>', 'most spans in one request (default 50000)')
+  .option('--max-attribute-length <n>', 'longest string or array attribute of a PD span (default 4096)')
+  .option('--max-pending-spans <n>', 'spans waiting for Kafka before answering 429 (default 200000)')
+  .option('--produce-timeout-ms <ms>', 'how long a request waits for Kafka before 503 (default 10000)')
+  .option('--auth-token <token>', 'bearer token required on requests (HOLDSCOPE_COLLECTOR_TOKEN)')
+  .action(async (opts: Record<string, unknown>) => {
+    await collectorCommand(opts);
   });
 
 try {

@@ -32,9 +32,16 @@ export class InputError extends HoldscopeError {
 export class UnavailableError extends HoldscopeError {
   readonly retryAfterMs: number;
 
-  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
-    super('UNAVAILABLE', message, { retriable: true, cause: options.cause });
+  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown; code?: string } = {}) {
+    super(options.code ?? 'UNAVAILABLE', message, { retriable: true, cause: options.cause });
     this.retryAfterMs = options.retryAfterMs ?? 1000;
+  }
+}
+
+/** A bounded buffer is full: the caller should back off and retry (HTTP 429), nothing is broken. */
+export class OverloadedError extends UnavailableError {
+  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, { ...options, code: 'OVERLOADED' });
   }
 }
 

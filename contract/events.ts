@@ -119,4 +119,4 @@ export type PdEventOf<N extends SpanName> = Extract<PdEvent, { name: N }>;
 export type ValidationResult =
   | { status: 'valid'; event: PdEvent }
   | { status: 'not_ours' }
-  | { status: 'invalid'; spanName: string; reason: string };
+  | { status: 'invalid'; spanName: string; field: string; reason: string };

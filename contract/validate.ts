@@ -18,7 +18,15 @@ import {
 import type { AttrMap, AttrValue, OtlpSpan } from './otlp-model.ts';
 
 /** Raised inside the validator only; turned into an `invalid` result with its message as the reason. */
-class Rejection extends Error {}
+class Rejection extends Error {
+  /** The attribute (or `span.name`, `span.time`) at fault: a bounded label for metrics. */
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 const SPAN_NAME_SET = new Set<string>(SPAN_NAMES);
 const MAX_STRING = 1024;
@@ -42,7 +50,7 @@ class AttrReader {
 
   private fail(key: string, expected: string, value: AttrValue | undefined): never {
     const given = value === undefined ? `${this.where} attribute missing` : `got ${describe(value)}`;
-    throw new Rejection(`${key}: expected ${expected}, ${given}`);
+    throw new Rejection(key, `${key}: expected ${expected}, ${given}`);
   }
 
   has(key: string): boolean {
@@ -52,7 +60,7 @@ class AttrReader {
   string(key: string): string {
     const value = this.attrs[key];
     if (typeof value !== 'string' || value.length === 0) this.fail(key, 'a non-empty string', value);
-    if (value.length > MAX_STRING) throw new Rejection(`${key}: longer than ${MAX_STRING} characters`);
+    if (value.length > MAX_STRING) throw new Rejection(key, `${key}: longer than ${MAX_STRING} characters`);
     return value;
   }
 
@@ -124,7 +132,7 @@ export function validateSpan(span: OtlpSpan, resource: AttrMap): ValidationResul
   try {
     return { status: 'valid', event: toEvent(span, resource) };
   } catch (error) {
-    if (error instanceof Rejection) return { status: 'invalid', spanName: span.name, reason: error.message };
+    if (error instanceof Rejection) return { status: 'invalid', spanName: span.name, field: error.field, reason: error.message };
     throw error;
   }
 }
@@ -136,17 +144,18 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
   const contractVersion = onSpan ? attrs.int(Attr.contractVersion) : resource.optionalInt(ResourceAttr.contractVersion, CONTRACT_VERSION);
   if (contractVersion !== CONTRACT_VERSION) {
     throw new Rejection(
+      Attr.contractVersion,
       `${Attr.contractVersion}: this receiver speaks contract version ${CONTRACT_VERSION}, the ${onSpan ? 'span' : 'resource'} declares ${contractVersion}`,
     );
   }
-  if (!SPAN_NAME_SET.has(span.name)) throw new Rejection(`unknown PD span name ${JSON.stringify(span.name)}`);
+  if (!SPAN_NAME_SET.has(span.name)) throw new Rejection('span.name', `unknown PD span name ${JSON.stringify(span.name)}`);
   const name = span.name as SpanName;
   const engine = readEngine(resource);
   if (!EMITTED_BY[name].includes(engine.role)) {
-    throw new Rejection(`${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
+    throw new Rejection(ResourceAttr.role, `${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
   }
-  if (span.endTimeUnixNano < span.startTimeUnixNano) throw new Rejection('span ends before it starts');
-  if (span.startTimeUnixNano <= 0n) throw new Rejection('span has no start time');
+  if (span.endTimeUnixNano < span.startTimeUnixNano) throw new Rejection('span.time', 'span ends before it starts');
+  if (span.startTimeUnixNano <= 0n) throw new Rejection('span.time', 'span has no start time');
   const base = {
     cluster: resource.optionalString(ResourceAttr.cluster, DEFAULT_CLUSTER),
     requestId: attrs.string(Attr.requestId),

@@ -14,7 +14,12 @@ const purpose = process.argv.includes('--for') ? process.argv[process.argv.index
 // Debian packages each purpose needs, with the binary that proves each is present.
 const debianPackages = {
   start: [],
-  test: [],
+  test: [
+    // librdkafka's mock cluster: the Kafka wire-protocol broker the tests run (test/support/kafka-mock.ts).
+    { name: 'librdkafka-dev', probe: ['/usr/include/librdkafka/rdkafka_mock.h'] },
+    { name: 'gcc', probe: ['/usr/bin/gcc'] },
+    { name: 'libc6-dev', probe: ['/usr/include/stdio.h'] },
+  ],
 };
 
 function run(cmd, args) {
