@@ -2,6 +2,8 @@ import { Command, Option } from 'commander';
 import { HoldscopeError } from '../common/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { collectorCommand } from './collector.ts';
+import { migrateCommand, pipelineCommand, serveCommand } from './pipeline.ts';
+import { addStorageOptions } from './storage.ts';
 import { simulateCommand } from './simulate.ts';
 import { startCommand } from './start.ts';
 
@@ -28,10 +30,13 @@ program
 
 program
   .command('start')
-  .description('Run holdscope on one machine with simulated engines (today: a validating OTLP receiver)')
+  .description('Run the whole stack in one process: collector, pipeline, read API and simulated engines, on embedded ClickHouse')
   .option('--otlp-port <port>', 'OTLP/HTTP port', '4318')
+  .option('--http-port <port>', 'HTTP port of the read API and pages', '8080')
   .option('--no-simulate', 'do not run simulated engines; only receive')
   .addOption(new Option('--scenario <name>', 'scenario of the simulated engines').choices(SCENARIO_NAMES).default('mixed'))
+  .option('--seed <n>', 'seed of the simulated engines (default: a new one each run)')
+  .option('--data <dir>', 'data directory (embedded ClickHouse lives in DIR/clickhouse)', '.data')
   .action(async (opts: Record<string, unknown>) => {
     await startCommand(opts);
   });
@@ -55,6 +60,35 @@ program
   .action(async (opts: Record<string, unknown>) => {
     await collectorCommand(opts);
   });
+
+addStorageOptions(
+  program
+    .command('pipeline')
+    .description('Consume PD spans from Kafka into ClickHouse lifecycle records (needs KAFKA_BROKERS or --kafka-brokers)')
+    .option('--kafka-brokers <list>', 'Kafka bootstrap brokers host:port,... (KAFKA_BROKERS)')
+    .option('--topics <list>', 'topics to read (default pd-spans; add otlp_spans for the OpenTelemetry Collector Kafka exporter)')
+    .option('--group-id <id>', 'consumer group (default holdscope-pipeline)')
+    .option('--max-batch-rows <n>', 'rows per INSERT (default 50000)')
+    .option('--linger-ms <ms>', 'how long rows wait for more before an INSERT (default 200)')
+    .option('--partitions-consumed-concurrently <n>', 'partitions processed at once (default 4)')
+    .option('--session-timeout-ms <ms>', 'Kafka consumer group session timeout (default 30000)')
+    .option('--heartbeat-interval-ms <ms>', 'Kafka consumer heartbeat interval (default 3000)')
+    .option('--metrics-port <port>', 'port of /metrics and /healthz', '9465'),
+).action(async (opts: Record<string, unknown>) => {
+  await pipelineCommand(opts);
+});
+
+addStorageOptions(program.command('migrate').description('Create or upgrade the ClickHouse schema (idempotent), then exit')).action(
+  async (opts: Record<string, unknown>) => {
+    await migrateCommand(opts);
+  },
+);
+
+addStorageOptions(
+  program.command('serve').description('Serve the read API over an existing database').option('--http-port <port>', 'HTTP port', '8080'),
+).action(async (opts: Record<string, unknown>) => {
+  await serveCommand(opts);
+});
 
 try {
   await program.parseAsync(process.argv);

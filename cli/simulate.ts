@@ -52,7 +52,7 @@ export async function simulateCommand(raw: Record<string, unknown>, signal?: Abo
   const resolutions: Record<string, number> = {};
   for (const t of summary.truth) resolutions[t.resolution] = (resolutions[t.resolution] ?? 0) + 1;
   process.stdout.write(
-    `${scenario.name} seed ${options.seed}: ${summary.lifecycles} lifecycles, ${summary.spansEmitted} spans emitted, ` +
+    `${scenario.name} seed ${options.seed}: ${summary.truth.length > 0 ? `${summary.lifecycles} lifecycles, ` : ''}${summary.spansEmitted} spans emitted, ` +
       `${summary.spansExported} exported, ${summary.spansFailed} failed in ${summary.exportsFailed} failed exports; ` +
       `resolutions ${JSON.stringify(resolutions)}${options.truth ? `; truth written to ${options.truth}` : ''}\n`,
   );

@@ -1,47 +1,65 @@
+import { join } from 'node:path';
 import { z } from 'zod';
+import { Collector, collectorConfigSchema, type SpanQueue } from '../collector/index.ts';
 import { parseConfig, port } from '../common/config.ts';
 import { createLogger } from '../common/index.ts';
-import { startOtlpReceiver } from '../collector/otlp-receiver.ts';
-import { forEachSpan, validateSpan } from '../contract/index.ts';
+import { startHttpServer } from '../dashboards/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
+import { createPipelineMetrics, createWriter, InProcessQueue, loadConfig, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { flagName, simulateCommand } from './simulate.ts';
 
 const startSchema = z.object({
-  otlpPort: port(),
-  simulate: z.boolean(),
-  scenario: z.enum(SCENARIO_NAMES),
+  otlpPort: port().default(4318),
+  httpPort: port().default(8080),
+  simulate: z.boolean().default(true),
+  scenario: z.enum(SCENARIO_NAMES).default('mixed'),
+  /** Seed of the simulated engines (request ids are s<seed>-NNNNNN); by default a new one each run. */
+  seed: z.coerce.number().int().min(0).optional(),
+  /** Everything `start` keeps on disk lives here: embedded ClickHouse under data/clickhouse. */
+  data: z.string().min(1).default('.data'),
 });
 
 /**
- * `holdscope start`. Until the Kafka collector and the ClickHouse pipeline land, this runs a built-in OTLP
- * receiver that validates every span against the contract and reports counts, with the simulator (paced to
- * the wall clock) as its engines.
+ * `holdscope start` (what `npm start` runs): collector, pipeline, read API and simulated engines in one
+ * process on embedded ClickHouse. With KAFKA_BROKERS set, spans go through Kafka; otherwise through an
+ * in-process queue with the same bound and acknowledgement (a 200 means ClickHouse has the spans).
  */
 export async function startCommand(raw: Record<string, unknown>): Promise<void> {
   const options = parseConfig(startSchema, raw, flagName);
   const log = createLogger('start');
-  const counts = { valid: 0, invalid: 0, notOurs: 0 };
-  const byName: Record<string, number> = {};
-  const receiver = await startOtlpReceiver({
-    port: options.otlpPort,
-    host: '0.0.0.0',
-    onRequest: (request) =>
-      forEachSpan(request, (span, resource) => {
-        const result = validateSpan(span, resource);
-        if (result.status === 'valid') {
-          counts.valid++;
-          byName[result.event.name] = (byName[result.event.name] ?? 0) + 1;
-        } else if (result.status === 'invalid') {
-          counts.invalid++;
-          log.warn({ span: result.spanName, reason: result.reason }, 'span rejected');
-        } else counts.notOurs++;
-      }),
-  });
+  const kafkaBrokers = process.env.KAFKA_BROKERS;
+  const storage = loadConfig(storageConfigSchema, { data: join(options.data, 'clickhouse') });
+  const client = await openStorage(storage, log);
+  const metrics = createPipelineMetrics();
+  let pipeline: Pipeline | undefined;
+  let queue: SpanQueue | undefined;
+  if (kafkaBrokers) {
+    pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data }), { log, metrics, client });
+    await pipeline.start();
+    log.info({ kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
+  } else {
+    const writer = createWriter(client, { database: storage.database, maxBatchRows: 50_000, lingerMs: 100 }, metrics, log);
+    queue = new InProcessQueue(writer, { maxPendingSpans: 200_000, timeoutMs: 10_000, metrics, log });
+    log.info(
+      'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
+        'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
+    );
+  }
+  const collectorConfig = collectorConfigSchema.parse({ port: options.otlpPort, host: '0.0.0.0', kafkaBrokers: kafkaBrokers || undefined });
+  const collector = new Collector(collectorConfig, { log, queue });
+  let accepting = false;
+  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting });
+  const otlpPort = await collector.start();
+  accepting = true;
   log.info(
-    { otlp: `http://127.0.0.1:${receiver.port}/v1/traces` },
-    'collector, pipeline and dashboards are not built yet: running a validating OTLP receiver; send OTLP/HTTP traces to it',
+    { otlp: `http://127.0.0.1:${otlpPort}/v1/traces`, http: `http://127.0.0.1:${http.port}/`, lifecycles: `http://127.0.0.1:${http.port}/api/lifecycles/REQUEST_ID`, data: storage.data },
+    'holdscope is running',
   );
-  const report = setInterval(() => log.info({ ...counts, byName }, 'spans received'), 5000);
+  log.info(
+    { otlpPort, httpPort: http.port },
+    'ports',
+  );
+
   const controller = new AbortController();
   const stop = () => controller.abort();
   process.once('SIGINT', stop);
@@ -49,15 +67,18 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
   try {
     if (options.simulate) {
       await simulateCommand(
-        { scenario: options.scenario, seed: 1, endpoint: `http://127.0.0.1:${receiver.port}`, pace: 'realtime', duration: 24 * 3600 },
+        { scenario: options.scenario, seed: options.seed ?? Date.now() % 1_000_000, endpoint: `http://127.0.0.1:${otlpPort}`, pace: 'realtime', duration: 7 * 24 * 3600 },
         controller.signal,
       );
     } else {
       await new Promise<void>((resolve) => controller.signal.addEventListener('abort', () => resolve()));
     }
   } finally {
-    clearInterval(report);
-    await receiver.close();
-    log.info({ ...counts, byName }, 'stopped');
+    log.info('shutting down');
+    await collector.shutdown();
+    await pipeline?.shutdown();
+    await queue?.flush();
+    await http.close();
+    await client.close();
   }
 }

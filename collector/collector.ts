@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createKafka, createLogger, type Logger } from '../common/index.ts';
+import { ConfigError, createKafka, createLogger, type Logger } from '../common/index.ts';
 import type { CollectorConfig } from './config.ts';
 import { createCollectorApp } from './http.ts';
 import { createCollectorMetrics, type CollectorMetrics } from './metrics.ts';
@@ -20,6 +20,9 @@ export class Collector {
   ) {
     this.log = options.log ?? createLogger('collector');
     this.metrics = options.metrics ?? createCollectorMetrics();
+    if (!options.queue && config.kafkaBrokers.length === 0) {
+      throw new ConfigError('--kafka-brokers (KAFKA_BROKERS): expected host:port[,host:port...], got nothing');
+    }
     this.queue =
       options.queue ??
       new KafkaSpanQueue({

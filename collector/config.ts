@@ -12,7 +12,7 @@ export const collectorConfigSchema = z.object({
   /** Listen address; all interfaces by default, as engines send from other hosts. */
   host: z.string().min(1).default('0.0.0.0'),
   /** Kafka bootstrap brokers (KAFKA_BROKERS). */
-  kafkaBrokers: brokerList,
+  kafkaBrokers: brokerList.optional().transform((list) => list ?? []),
   kafkaClientId: z.string().min(1).default('holdscope-collector'),
   /** Topic for valid PD spans. */
   topic: z.string().min(1).default('pd-spans'),

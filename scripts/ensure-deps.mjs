@@ -22,12 +22,13 @@ const debianPackages = {
   ],
 };
 
-function run(cmd, args) {
-  const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
-  if (result.status !== 0) {
+function run(cmd, args, { exitOnFailure = true, quiet = false } = {}) {
+  const result = spawnSync(cmd, args, { cwd: root, stdio: quiet ? ['ignore', 'ignore', 'pipe'] : 'inherit' });
+  if (result.status !== 0 && exitOnFailure) {
     console.error(`holdscope: '${cmd} ${args.join(' ')}' failed with exit code ${result.status}`);
     process.exit(result.status ?? 1);
   }
+  return result.status === 0;
 }
 
 function ensureNodeModules() {
@@ -37,7 +38,12 @@ function ensureNodeModules() {
   const installed = existsSync(stampPath) ? readFileSync(stampPath, 'utf8').trim() : '';
   if (installed === lockHash) return;
   console.error(installed ? 'holdscope: package-lock.json changed, reinstalling node modules (npm ci)' : 'holdscope: installing node modules (npm ci)');
-  run('npm', ['ci', '--no-audit', '--no-fund']);
+  // `npm ci` refuses a lock file naming optional packages the registry lacks (chdb's builds for other
+  // platforms are absent from some mirrors); `npm install` from the same lock, saving nothing, skips them.
+  if (!run('npm', ['ci', '--no-audit', '--no-fund'], { exitOnFailure: false, quiet: true })) {
+    console.error('holdscope: npm ci could not use the lock file as it is; installing from it with npm install --no-save');
+    run('npm', ['install', '--no-audit', '--no-fund', '--no-save']);
+  }
   writeFileSync(stampPath, lockHash + '\n');
 }
 

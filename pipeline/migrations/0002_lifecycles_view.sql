@@ -40,7 +40,7 @@ SELECT
     if(empty(holds), [], arraySort(holds)[1].3) AS expected_ranks,
     if(empty(holds), 0, arraySort(holds)[1].4) AS hold_timeout_ms,
     if(empty(holds), 0, arraySort(holds)[1].5) AS held_slots,
-    arraySort(arrayDistinct(arrayMap(a -> a.3, arrayFilter(a -> a.5 = 1 AND a.4 = generation, acks)))) AS acked_ranks,
+    arraySort(arrayDistinct(arrayMap(a -> a.3, arrayFilter(a -> a.5 = 1, acks)))) AS acked_ranks,
     arrayCount(a -> a.4 != generation AND a.5 = 1, acks) AS stale_acks_accepted,
     arrayCount(a -> a.4 != generation AND a.5 = 0, acks) AS stale_acks_rejected,
     length(drains) AS drain_count,
@@ -59,8 +59,8 @@ SELECT
     if(hold_start IS NULL OR last_write_at IS NULL, NULL,
        (toUnixTimestamp64Nano(assumeNotNull(last_write_at)) - toUnixTimestamp64Nano(assumeNotNull(hold_start))) / 1e6) AS transfer_tail_ms,
     if(release_at IS NULL, 0, arrayCount(t -> t.4 = 'ok' AND t.3 > assumeNotNull(release_at), transfers)) AS late_writes,
-    release_reason = 'timeout'
-        AND arrayExists(t -> t.2 <= assumeNotNull(release_at) AND (t.3 > assumeNotNull(release_at) OR t.4 != 'ok'), transfers) AS unsafe_release
+    toBool(release_reason = 'timeout'
+        AND arrayExists(t -> t.2 <= assumeNotNull(release_at) AND (t.3 > assumeNotNull(release_at) OR t.4 != 'ok'), transfers)) AS unsafe_release
 FROM
 (
     SELECT

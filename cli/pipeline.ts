@@ -1,0 +1,56 @@
+import { createServer } from 'node:http';
+import { createLogger } from '../common/index.ts';
+import { loadConfig, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema, openStorage } from '../pipeline/index.ts';
+import { createClickHouse } from '../common/index.ts';
+import { startHttpServer } from '../dashboards/index.ts';
+
+const waitForSignal = () =>
+  new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+
+/** `holdscope pipeline`: consume Kafka into ClickHouse; metrics on --metrics-port. */
+export async function pipelineCommand(flags: Record<string, unknown>): Promise<void> {
+  const { metricsPort, ...rest } = flags;
+  const config = loadConfig(pipelineConfigSchema, rest);
+  const log = createLogger('pipeline');
+  const pipeline = new Pipeline(config, { log });
+  await pipeline.start();
+  const metricsServer = createServer((req, res) => {
+    if (req.url === '/metrics') {
+      void pipeline.metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': pipeline.metrics.registry.contentType }).end(text));
+    } else res.writeHead(req.url === '/healthz' ? 200 : 404, { 'content-type': 'application/json' }).end('{}');
+  });
+  metricsServer.listen(Number(metricsPort ?? 9465));
+  await waitForSignal();
+  log.info('shutting down');
+  metricsServer.close();
+  await pipeline.shutdown();
+}
+
+/** `holdscope migrate`: create or upgrade the schema, then exit. */
+export async function migrateCommand(flags: Record<string, unknown>): Promise<void> {
+  const config = loadConfig(storageConfigSchema, flags);
+  const log = createLogger('migrate');
+  const client = await createClickHouse({ url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data });
+  try {
+    const { applied } = await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
+    process.stdout.write(applied.length > 0 ? `applied ${applied.join(', ')}\n` : 'schema up to date\n');
+  } finally {
+    await client.close();
+  }
+}
+
+/** `holdscope serve`: the read API (and later the on-call pages) over an existing database. */
+export async function serveCommand(flags: Record<string, unknown>): Promise<void> {
+  const { httpPort, ...rest } = flags;
+  const config = loadConfig(storageConfigSchema, rest);
+  const log = createLogger('serve');
+  const client = await openStorage(config, log);
+  const server = await startHttpServer({ port: Number(httpPort ?? 8080), host: '0.0.0.0', client, database: config.database, log });
+  log.info({ url: `http://127.0.0.1:${server.port}/` }, 'serving');
+  await waitForSignal();
+  await server.close();
+  await client.close();
+}

@@ -1,0 +1,7 @@
+export { Pipeline, openStorage, createWriter, InProcessQueue } from './pipeline.ts';
+export { pipelineConfigSchema, storageConfigSchema, loadConfig, type PipelineConfig, type StorageConfig } from './config.ts';
+export { migrate, loadMigrations, type SchemaOptions } from './migrate.ts';
+export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
+export { SpanWriter } from './writer.ts';
+export { decodeMessage, eventsOf } from './decode.ts';
+export { spanRow, formatNanos, type SpanRow } from './rows.ts';

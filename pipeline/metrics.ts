@@ -1,0 +1,26 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The pipeline's own health, as Prometheus metrics. */
+export function createPipelineMetrics(registry = new Registry()) {
+  return {
+    registry,
+    messages: new Counter({ name: 'holdscope_pipeline_messages_total', help: 'Kafka messages consumed', registers: [registry] }),
+    undecodable: new Counter({ name: 'holdscope_pipeline_undecodable_messages_total', help: 'Messages that are not OTLP traces (skipped)', registers: [registry] }),
+    invalidSpans: new Counter({ name: 'holdscope_pipeline_invalid_spans_total', help: 'PD spans that break the contract, by field', labelNames: ['field'], registers: [registry] }),
+    notOurs: new Counter({ name: 'holdscope_pipeline_spans_not_ours_total', help: 'Spans outside the pd. namespace (skipped)', registers: [registry] }),
+    rowsInserted: new Counter({ name: 'holdscope_pipeline_rows_inserted_total', help: 'Span rows acknowledged by ClickHouse', registers: [registry] }),
+    insertFailures: new Counter({ name: 'holdscope_pipeline_insert_failures_total', help: 'Failed INSERTs (retried)', labelNames: ['retriable'], registers: [registry] }),
+    insertSeconds: new Histogram({
+      name: 'holdscope_pipeline_insert_duration_seconds',
+      help: 'Time ClickHouse took to acknowledge an INSERT',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    rowsPending: new Gauge({ name: 'holdscope_pipeline_rows_pending', help: 'Rows waiting for ClickHouse', registers: [registry] }),
+    lastInsert: new Gauge({ name: 'holdscope_pipeline_last_insert_timestamp_seconds', help: 'Unix time of the last successful INSERT', registers: [registry] }),
+    commits: new Counter({ name: 'holdscope_pipeline_offset_commits_total', help: 'Kafka offset commits after ClickHouse acknowledged', registers: [registry] }),
+    consumerRestarts: new Counter({ name: 'holdscope_pipeline_consumer_restarts_total', help: 'Consumer restarts after a crash', registers: [registry] }),
+  };
+}
+
+export type PipelineMetrics = ReturnType<typeof createPipelineMetrics>;

@@ -1,0 +1,75 @@
+import { createClickHouse, createKafka, createLogger, type ClickHouseClient, type Logger } from '../common/index.ts';
+import type { PipelineConfig, StorageConfig } from './config.ts';
+import { InProcessQueue } from './in-process-queue.ts';
+import { KafkaSource } from './kafka-source.ts';
+import { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
+import { migrate } from './migrate.ts';
+import { SpanWriter } from './writer.ts';
+
+/** Opens ClickHouse as configured and brings the schema up to date. */
+export async function openStorage(config: StorageConfig, log: Logger): Promise<ClickHouseClient> {
+  const client = await createClickHouse({ url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data });
+  await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
+  return client;
+}
+
+export interface WriterSettings {
+  database: string;
+  maxBatchRows: number;
+  lingerMs: number;
+}
+
+export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
+  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
+}
+
+/** `holdscope pipeline`: Kafka in, ClickHouse out. `start`, then `shutdown` to stop after the batches in hand. */
+export class Pipeline {
+  readonly metrics: PipelineMetrics;
+  private readonly log: Logger;
+  private client: ClickHouseClient | undefined;
+  /** A client given by the caller stays open at shutdown: its owner closes it. */
+  private readonly ownsClient: boolean;
+  private writer: SpanWriter | undefined;
+  private source: KafkaSource | undefined;
+
+  constructor(
+    private readonly config: PipelineConfig,
+    options: { log?: Logger; metrics?: PipelineMetrics; client?: ClickHouseClient } = {},
+  ) {
+    this.log = options.log ?? createLogger('pipeline');
+    this.metrics = options.metrics ?? createPipelineMetrics();
+    this.client = options.client;
+    this.ownsClient = options.client === undefined;
+  }
+
+  async start(): Promise<void> {
+    this.client ??= await openStorage(this.config, this.log);
+    this.writer = createWriter(this.client, this.config, this.metrics, this.log);
+    this.source = new KafkaSource({
+      kafka: createKafka({ brokers: this.config.kafkaBrokers, clientId: `holdscope-pipeline`, log: this.log }),
+      groupId: this.config.groupId,
+      topics: this.config.topics,
+      writer: this.writer,
+      metrics: this.metrics,
+      log: this.log,
+      partitionsConsumedConcurrently: this.config.partitionsConsumedConcurrently,
+      sessionTimeoutMs: this.config.sessionTimeoutMs,
+      heartbeatIntervalMs: this.config.heartbeatIntervalMs,
+      maxBytesPerPartition: this.config.maxBytesPerPartition,
+    });
+    await this.source.start();
+  }
+
+  flush(): Promise<void> {
+    return this.writer?.flush() ?? Promise.resolve();
+  }
+
+  async shutdown(): Promise<void> {
+    await this.source?.shutdown();
+    await this.writer?.shutdown();
+    if (this.ownsClient) await this.client?.close();
+  }
+}
+
+export { InProcessQueue };

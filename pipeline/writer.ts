@@ -1,0 +1,136 @@
+import { classifyClickHouseError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import type { PipelineMetrics } from './metrics.ts';
+import type { SpanRow } from './rows.ts';
+
+export interface SpanWriterOptions {
+  client: ClickHouseClient;
+  database: string;
+  /** Rows per INSERT: large blocks are what ClickHouse inserts fastest. */
+  maxBatchRows: number;
+  /** How long rows wait for more before an INSERT (ms). */
+  lingerMs: number;
+  /** First and largest pause between retries of a failed INSERT (ms). */
+  retryInitialMs: number;
+  retryMaxMs: number;
+  metrics: PipelineMetrics;
+  log: Logger;
+}
+
+interface Pending {
+  rows: SpanRow[];
+  keepAlive?: () => Promise<void>;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Coalesces rows from concurrent callers (Kafka partitions, collector requests) into large INSERTs into
+ * `spans` (whose materialized view feeds the lifecycle states). `write` resolves only after ClickHouse has
+ * acknowledged the rows; while ClickHouse is down it keeps retrying with backoff, so callers simply wait
+ * and memory stays bounded by what they hold.
+ */
+export class SpanWriter {
+  private pending: Pending[] = [];
+  private pendingRows = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private inserting: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: SpanWriterOptions) {}
+
+  /** Resolves once every row is in ClickHouse. `keepAlive` runs during retries (Kafka heartbeats). */
+  write(rows: SpanRow[], keepAlive?: () => Promise<void>): Promise<void> {
+    if (rows.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.pending.push({ rows, keepAlive, resolve, reject });
+      this.pendingRows += rows.length;
+      this.options.metrics.rowsPending.set(this.pendingRows);
+      if (this.pendingRows >= this.options.maxBatchRows) this.flushSoon(0);
+      else this.flushSoon(this.options.lingerMs);
+    });
+  }
+
+  get pendingRowCount(): number {
+    return this.pendingRows;
+  }
+
+  private flushSoon(delayMs: number): void {
+    if (delayMs === 0) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = undefined;
+      void this.flush();
+      return;
+    }
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+  }
+
+  /** Inserts everything pending; resolves when it is in ClickHouse. */
+  flush(): Promise<void> {
+    // One INSERT at a time keeps ClickHouse's part count and the process's memory predictable.
+    const run = () => this.insertPending();
+    this.inserting = this.inserting.then(run, run);
+    return this.inserting;
+  }
+
+  private async insertPending(): Promise<void> {
+    while (this.pending.length > 0) {
+      const batch: Pending[] = [];
+      let count = 0;
+      while (this.pending.length > 0 && (batch.length === 0 || count + (this.pending[0] as Pending).rows.length <= this.options.maxBatchRows)) {
+        const next = this.pending.shift() as Pending;
+        batch.push(next);
+        count += next.rows.length;
+      }
+      const rows = batch.length === 1 ? (batch[0] as Pending).rows : batch.flatMap((p) => p.rows);
+      try {
+        await this.insertWithRetry(rows, batch);
+      } catch (error) {
+        // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
+        for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
+        this.pendingRows = 0;
+        throw error;
+      }
+      this.pendingRows -= count;
+      this.options.metrics.rowsPending.set(this.pendingRows);
+      for (const p of batch) p.resolve();
+    }
+  }
+
+  private async insertWithRetry(rows: SpanRow[], batch: Pending[]): Promise<void> {
+    const { client, database, metrics, log } = this.options;
+    let pause = this.options.retryInitialMs;
+    for (let attempt = 1; ; attempt++) {
+      const stopTimer = metrics.insertSeconds.startTimer();
+      try {
+        await client.insert({ table: `${database}.spans`, values: rows, format: 'JSONEachRow' });
+        stopTimer();
+        metrics.rowsInserted.inc(rows.length);
+        metrics.lastInsert.set(Date.now() / 1000);
+        return;
+      } catch (error) {
+        const failure = classifyClickHouseError(error, `inserting ${rows.length} span rows`);
+        metrics.insertFailures.inc({ retriable: String(failure.retriable) });
+        // A permanent error is logged loudly but still retried: dropping rows would lose accepted spans, and
+        // the usual cause (a missing table, a full disk) is fixed by an operator while the consumer waits.
+        log[failure.retriable ? 'warn' : 'error']({ err: failure.message, attempt, retryInMs: pause }, 'insert failed; retrying');
+        if (this.stopped) throw failure;
+        for (const p of batch) await p.keepAlive?.().catch(() => undefined);
+        await sleep(pause);
+        pause = Math.min(this.options.retryMaxMs, pause * 2);
+      }
+    }
+  }
+
+  /** Stops retrying failed inserts (pending writers are rejected), after flushing what can be flushed. */
+  async shutdown(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.stopped = true;
+    await this.flush().catch(() => undefined);
+  }
+}

@@ -1,0 +1,99 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { classifyClickHouseError, InputError, type ClickHouseClient } from '../common/index.ts';
+
+const SQL_DIR = join(dirname(fileURLToPath(import.meta.url)), 'sql');
+
+export interface QueryParam {
+  name: string;
+  type: string;
+  description: string;
+  /** Present when the parameter is optional. */
+  defaultValue?: string;
+}
+
+export interface QueryDefinition {
+  name: string;
+  purpose: string;
+  params: QueryParam[];
+  columns: string;
+  sql: string;
+}
+
+const PARAM_LINE = /^--\s*param\s+([a-z_][a-z0-9_]*)\s+([A-Za-z0-9(), ']+?)(?:\s*=\s*('(?:[^']*)'|[^:]+?))?\s*:\s*(.*)$/;
+
+/** Reads a query file's header: `-- name:`, `-- purpose:`, `-- param NAME Type [= default]: text`, `-- columns:`. */
+export function parseQueryFile(text: string, file: string): QueryDefinition {
+  const def: QueryDefinition = { name: '', purpose: '', params: [], columns: '', sql: text };
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('--')) break;
+    const param = PARAM_LINE.exec(line);
+    if (param) {
+      const [, name, type, rawDefault, description] = param as unknown as [string, string, string, string | undefined, string];
+      def.params.push({ name, type: type.trim(), description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
+      continue;
+    }
+    const field = /^--\s*(name|purpose|columns):\s*(.*)$/.exec(line);
+    if (field) def[field[1] as 'name' | 'purpose' | 'columns'] = (field[2] ?? '').trim();
+  }
+  if (!def.name || !def.purpose) throw new Error(`${file}: a query file needs '-- name:' and '-- purpose:' header lines`);
+  const used = new Set([...text.matchAll(/\{([a-z_][a-z0-9_]*):[^}]+\}/g)].map((m) => m[1]));
+  used.delete('db');
+  for (const name of used) if (!def.params.some((p) => p.name === name)) throw new Error(`${file}: parameter {${name}} is used but not declared in the header`);
+  return def;
+}
+
+let cache: Map<string, QueryDefinition> | undefined;
+
+/** Every query under queries/sql, by name. */
+export function listQueries(): Map<string, QueryDefinition> {
+  if (cache) return cache;
+  cache = new Map();
+  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
+    const def = parseQueryFile(readFileSync(join(SQL_DIR, file), 'utf8'), file);
+    cache.set(def.name, def);
+  }
+  return cache;
+}
+
+export function getQuery(name: string): QueryDefinition {
+  const def = listQueries().get(name);
+  if (!def) throw new InputError(`unknown query ${JSON.stringify(name)}; known: ${[...listQueries().keys()].join(', ')}`);
+  return def;
+}
+
+/** Checks given values against a query's declared parameters: unknown, missing and malformed values are InputErrors. */
+export function bindParams(def: QueryDefinition, given: Record<string, string>): Record<string, string> {
+  const bound: Record<string, string> = {};
+  for (const key of Object.keys(given)) {
+    if (!def.params.some((p) => p.name === key)) throw new InputError(`query ${def.name} has no parameter ${JSON.stringify(key)}; it takes ${def.params.map((p) => p.name).join(', ') || 'none'}`);
+  }
+  for (const p of def.params) {
+    const value = given[p.name] ?? p.defaultValue;
+    if (value === undefined) throw new InputError(`query ${def.name} needs parameter ${p.name} (${p.type}): ${p.description}`);
+    const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');
+    if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
+    if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
+    if (/^DateTime/.test(base) && Number.isNaN(Date.parse(value))) throw new InputError(`${p.name}: expected an ISO 8601 time (${p.type}), got ${JSON.stringify(value)}`);
+    bound[p.name] = value;
+  }
+  return bound;
+}
+
+/** Runs a named query with bound parameters (never string-built SQL); rows come back as JSON objects. */
+export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, string> = {}): Promise<T[]> {
+  const def = getQuery(name);
+  const bound = bindParams(def, params);
+  try {
+    const result = await client.query({
+      query: def.sql,
+      format: 'JSONEachRow',
+      query_params: { ...bound, db: database },
+      clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
+    });
+    return (await result.json()) as T[];
+  } catch (error) {
+    throw classifyClickHouseError(error, `query ${name}`);
+  }
+}

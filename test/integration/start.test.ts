@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { createPdEmitter } from '../../emitter/index.ts';
+
+interface Started {
+  child: ChildProcess;
+  otlpPort: number;
+  httpPort: number;
+  startedInMs: number;
+}
+
+/** Runs `holdscope start` as a user would and waits for its ports and a healthy /healthz. */
+async function start(args: string[]): Promise<Started> {
+  const began = Date.now();
+  const child = spawn(process.execPath, ['bin/holdscope.js', 'start', '--http-port', '0', '--otlp-port', '0', '--data', mkdtempSync(join(tmpdir(), 'holdscope-start-')), ...args], {
+    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  const ports = await new Promise<{ otlpPort: number; httpPort: number }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const line = stderr.split('\n').find((l) => l.includes('"msg":"ports"'));
+      if (line) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line) as { otlpPort: number; httpPort: number });
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`holdscope start exited with ${code}:\n${stderr.slice(-3000)}`)));
+  });
+  const health = await fetch(`http://127.0.0.1:${ports.httpPort}/healthz`);
+  assert.equal(health.status, 200);
+  return { child, ...ports, startedInMs: Date.now() - began };
+}
+
+async function stop(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  child.kill('SIGINT');
+  return exited;
+}
+
+async function poll(url: string, timeoutMs: number): Promise<Response> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(url);
+    if (res.status === 200 || Date.now() > deadline) return res;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe('holdscope start', () => {
+  const running: ChildProcess[] = [];
+  after(async () => {
+    for (const child of running) await stop(child);
+  });
+
+  it('serves lifecycles from simulated engines within seconds', async (t) => {
+    const s = await start(['--seed', '4242', '--scenario', 'steady']);
+    running.push(s.child);
+    const began = Date.now();
+    const res = await poll(`http://127.0.0.1:${s.httpPort}/api/lifecycles/s4242-000001`, 15_000);
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { lifecycles: { generation: number; admission_outcome: string }[] };
+    assert.equal(body.lifecycles[0]?.generation, 0);
+    t.diagnostic(`ready in ${s.startedInMs} ms; first lifecycle served ${Date.now() - began} ms later`);
+    assert.equal(await stop(s.child), 0, 'a clean shutdown on SIGINT');
+  });
+
+  it('with --no-simulate, spans from an OTLP exporter reach /api/lifecycles/:id', async () => {
+    const s = await start(['--no-simulate']);
+    running.push(s.child);
+    const provider = new TracerProvider({
+      resource: resourceFromAttributes({ 'pd.role': 'decode', 'pd.engine.id': 'decode-ext', 'pd.engine.version': 'v9', 'pd.transfer.backend': 'nixl', 'pd.kv.capacity_slots': 4096 }),
+      spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `http://127.0.0.1:${s.otlpPort}/v1/traces` }) })],
+    });
+    const pd = createPdEmitter(provider.getTracer('external-engine'));
+    const req = { requestId: 'external-<script>-1', generation: 3 };
+    const t0 = Date.now() - 1000;
+    pd.kvAllocated(req, { pages: [7, 8], slots: 32 }, { time: t0 });
+    pd.holdStarted(req, { expectedRanks: [0], timeoutMs: 30000, slots: 32, pages: [7, 8] }, { time: t0 + 10 });
+    pd.ackReceived(req, { rank: 0, ackGeneration: 3, accepted: true }, { time: t0 + 25 });
+    pd.released(req, { reason: 'drained', pages: [7, 8] }, { time: t0 + 25 });
+    await provider.forceFlush();
+    await provider.shutdown();
+    const res = await poll(`http://127.0.0.1:${s.httpPort}/api/lifecycles/${encodeURIComponent(req.requestId)}`, 10_000);
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { request_id: string; lifecycles: Record<string, unknown>[] };
+    assert.equal(body.request_id, req.requestId);
+    assert.equal(body.lifecycles.length, 1);
+    assert.deepEqual(
+      { generation: body.lifecycles[0]?.generation, resolution: body.lifecycles[0]?.resolution, hold_ms: body.lifecycles[0]?.hold_ms, decode_engine: body.lifecycles[0]?.decode_engine },
+      { generation: 3, resolution: 'drained', hold_ms: 15, decode_engine: 'decode-ext' },
+    );
+  });
+});
