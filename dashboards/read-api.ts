@@ -1,6 +1,16 @@
 import express, { type Request, type Response } from 'express';
 import { HoldscopeError, InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { runQuery } from '../queries/index.ts';
+import { computeFlags, getQuery, listQueries, runQuery } from '../queries/index.ts';
+
+/** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
+function stringParams(query: Request['query']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(query)) {
+    if (typeof value !== 'string') throw new InputError(`parameter ${JSON.stringify(key)} must be given once, as a plain value`);
+    out[key] = value;
+  }
+  return out;
+}
 
 export interface ReadApiOptions {
   client: ClickHouseClient;
@@ -38,6 +48,27 @@ export function createReadApi({ client, database, log, ready }: ReadApiOptions):
         return;
       }
       res.json({ request_id: requestId, lifecycles });
+    } catch (error) {
+      sendError(res, log, error);
+    }
+  });
+  router.get('/api/flags', async (req: Request, res: Response) => {
+    try {
+      const { from, to, cluster, ...rest } = stringParams(req.query);
+      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster`);
+      if (!from || !to) throw new InputError('from and to are required, as ISO 8601 times');
+      res.json({ flags: await computeFlags(client, database, { from, to, cluster }) });
+    } catch (error) {
+      sendError(res, log, error);
+    }
+  });
+  router.get('/api/queries', (_req, res) => {
+    res.json({ queries: [...listQueries().values()].map(({ name, purpose, params, columns }) => ({ name, purpose, params, columns })) });
+  });
+  router.get('/api/queries/:name', async (req: Request, res: Response) => {
+    try {
+      getQuery(String(req.params.name));
+      res.json({ rows: await runQuery(client, database, String(req.params.name), stringParams(req.query)) });
     } catch (error) {
       sendError(res, log, error);
     }

@@ -1,7 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ClickHouseError } from '@clickhouse/client';
 import { classifyClickHouseError, InputError, type ClickHouseClient } from '../common/index.ts';
+
+// Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
+const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
 
 const SQL_DIR = join(dirname(fileURLToPath(import.meta.url)), 'sql');
 
@@ -75,7 +79,13 @@ export function bindParams(def: QueryDefinition, given: Record<string, string>):
     const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');
     if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
     if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
-    if (/^DateTime/.test(base) && Number.isNaN(Date.parse(value))) throw new InputError(`${p.name}: expected an ISO 8601 time (${p.type}), got ${JSON.stringify(value)}`);
+    if (/^DateTime/.test(base)) {
+      const ms = Date.parse(value);
+      if (Number.isNaN(ms)) throw new InputError(`${p.name}: expected an ISO 8601 time (${p.type}), got ${JSON.stringify(value)}`);
+      // ClickHouse parses parameters in its own format only: ISO 8601 becomes 'YYYY-MM-DD hh:mm:ss.sss' (UTC).
+      bound[p.name] = new Date(ms).toISOString().replace('T', ' ').replace('Z', '');
+      continue;
+    }
     bound[p.name] = value;
   }
   return bound;
@@ -94,6 +104,9 @@ export async function runQuery<T = Record<string, unknown>>(client: ClickHouseCl
     });
     return (await result.json()) as T[];
   } catch (error) {
+    if (error instanceof ClickHouseError && PARAMETER_ERROR_CODES.has(error.code)) {
+      throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
+    }
     throw classifyClickHouseError(error, `query ${name}`);
   }
 }

@@ -9,6 +9,7 @@
 --   transfer_tail_ms  last successful write completion - hold start (negative: the last write finished
 --                     before ABORT)
 --   late_writes       successful writes of this generation that completed after its release
+--   in_flight_at_release  writes posted before the release that completed (in any status) after it
 --   unsafe_release    released by timeout while a write lacked completion evidence (in flight at release,
 --                     failed or timed out)
 
@@ -59,6 +60,7 @@ SELECT
     if(hold_start IS NULL OR last_write_at IS NULL, NULL,
        (toUnixTimestamp64Nano(assumeNotNull(last_write_at)) - toUnixTimestamp64Nano(assumeNotNull(hold_start))) / 1e6) AS transfer_tail_ms,
     if(release_at IS NULL, 0, arrayCount(t -> t.4 = 'ok' AND t.3 > assumeNotNull(release_at), transfers)) AS late_writes,
+    if(release_at IS NULL, 0, arrayCount(t -> t.2 <= assumeNotNull(release_at) AND t.3 > assumeNotNull(release_at), transfers)) AS in_flight_at_release,
     toBool(release_reason = 'timeout'
         AND arrayExists(t -> t.2 <= assumeNotNull(release_at) AND (t.3 > assumeNotNull(release_at) OR t.4 != 'ok'), transfers)) AS unsafe_release
 FROM

@@ -1,0 +1,177 @@
+import { z } from 'zod';
+import type { ClickHouseClient } from '../common/index.ts';
+import { runQuery } from './runner.ts';
+
+export type Severity = 'critical' | 'warning' | 'info';
+
+/** One finding for the on-call: about a lifecycle (request_id, generation) or a distribution (scope, value...). */
+export interface Flag {
+  kind: string;
+  severity: Severity;
+  summary: string;
+  cluster: string;
+  evidence: Record<string, unknown>;
+  request_id?: string;
+  generation?: number;
+  scope?: Record<string, string>;
+  value?: number;
+  threshold?: number;
+  sample_size?: number;
+}
+
+/** Detection thresholds, each with its default documented where it is declared. */
+export const flagThresholdsSchema = z.object({
+  /** A hold may stay open this long past its timeout before open_hold fires (ms). */
+  openHoldGraceMs: z.coerce.number().int().min(0).default(5000),
+});
+export type FlagThresholds = z.output<typeof flagThresholdsSchema>;
+
+export interface FlagWindow {
+  from: string;
+  to: string;
+  cluster?: string;
+}
+
+interface LifecycleFlagRow {
+  kind: string;
+  cluster: string;
+  request_id: string;
+  generation: number;
+  decode_engine: string;
+  backend: string;
+  hold_start: string | null;
+  hold_timeout_ms: number;
+  release_at: string | null;
+  release_reason: string;
+  resolution: string;
+  late_writes: number;
+  chunks_failed: number;
+  chunks_timeout: number;
+  in_flight_at_release: number;
+  acks_after_failed_send: number;
+  stale_acks_accepted: number;
+  admission_outcome: string;
+  admission_reason: string;
+  chunks_launched: number;
+  handoff_at: string | null;
+  checksum_outcome: string;
+  open_ms: number;
+}
+
+interface VictimRow {
+  cluster: string;
+  request_id: string;
+  generation: number;
+  rank: number;
+  chunk_index: number;
+  landed_at: string;
+  decode_engine: string;
+  page: number;
+  victim_request_id: string;
+  victim_generation: number;
+}
+
+const lifecycleKey = (r: { cluster: string; request_id: string; generation: number }) => JSON.stringify([r.cluster, r.request_id, r.generation]);
+
+function lateWriteEvidence(victims: VictimRow[]) {
+  const pages = [...new Set(victims.map((v) => v.page))].sort((a, b) => a - b);
+  const byVictim = new Map<string, { request_id: string; generation: number; pages: number[] }>();
+  for (const v of victims) {
+    if (!v.victim_request_id) continue;
+    const key = JSON.stringify([v.victim_request_id, v.victim_generation]);
+    const entry = byVictim.get(key) ?? { request_id: v.victim_request_id, generation: v.victim_generation, pages: [] };
+    if (!entry.pages.includes(v.page)) entry.pages.push(v.page);
+    byVictim.set(key, entry);
+  }
+  const writes = new Map<string, { rank: number; chunk_index: number; landed_at: string }>();
+  for (const v of victims) writes.set(`${v.rank}/${v.chunk_index}`, { rank: v.rank, chunk_index: v.chunk_index, landed_at: v.landed_at });
+  return { pages, victims: [...byVictim.values()], writes: [...writes.values()] };
+}
+
+function describe(row: LifecycleFlagRow): string {
+  return `request ${row.request_id} generation ${row.generation} on ${row.decode_engine || 'an unknown decode engine'}`;
+}
+
+/** Builds the flag of one lifecycle row: severity, the sentence an on-call acts on, and its numbers. */
+function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
+  const base = { cluster: row.cluster, request_id: row.request_id, generation: row.generation };
+  const who = describe(row);
+  switch (row.kind) {
+    case 'late_write': {
+      const evidence = lateWriteEvidence(victims);
+      const owners = evidence.victims.map((v) => `${v.request_id}/${v.generation}`).join(', ');
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'critical',
+        summary:
+          `${row.late_writes} write(s) of ${who} landed after its pages were released (${row.release_reason}); ` +
+          (owners ? `pages then owned by ${owners} were overwritten: treat their output as corrupt and raise the hold timeout above the transfer tail.` : 'the pages were free at the time: raise the hold timeout above the transfer tail.'),
+        evidence: { release_at: row.release_at, release_reason: row.release_reason, late_writes: row.late_writes, ...evidence },
+      };
+    }
+    case 'unsafe_release':
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'critical',
+        summary: `${who} was released by timeout while ${row.in_flight_at_release + row.chunks_failed + row.chunks_timeout} write(s) had no completion evidence; its pages may still be written: lengthen the hold or quarantine on timeout.`,
+        evidence: { hold_start: row.hold_start, release_at: row.release_at, hold_timeout_ms: row.hold_timeout_ms, in_flight_at_release: row.in_flight_at_release, chunks_failed: row.chunks_failed, chunks_timeout: row.chunks_timeout },
+      };
+    case 'ack_after_failed_send':
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'critical',
+        summary: `A prefill rank acknowledged the drain of ${who} despite failed sends, so decode trusted writes that may still land: the prefill engine must withhold its ack after a failed send.`,
+        evidence: { acks_after_failed_send: row.acks_after_failed_send, chunks_failed: row.chunks_failed, chunks_timeout: row.chunks_timeout, release_reason: row.release_reason },
+      };
+    case 'stale_ack_consumed':
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'critical',
+        summary: `Decode counted ${row.stale_acks_accepted} ack(s) of an earlier generation for ${who}, so its hold may have ended before this generation drained: check the generation check in ack handling.`,
+        evidence: { stale_acks_accepted: row.stale_acks_accepted, release_reason: row.release_reason, release_at: row.release_at },
+      };
+    case 'admission_leak':
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'critical',
+        summary: `${who} was rejected at admission yet ${row.handoff_at ? 'reached handoff' : 'received KV transfers'}: decode may read pages this request never populated; admission must stop the transition.`,
+        evidence: { admission_reason: row.admission_reason, chunks_launched: row.chunks_launched, handoff_at: row.handoff_at },
+      };
+    case 'checksum_mismatch':
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'warning',
+        summary: `The PD checksum of ${who} failed at handoff: its KV was corrupted in transit or by another request's late write; look for late_write flags naming it.`,
+        evidence: { checksum_outcome: row.checksum_outcome, release_reason: row.release_reason },
+      };
+    default:
+      return {
+        ...base,
+        kind: row.kind,
+        severity: 'warning',
+        summary: `The hold of ${who} has been open ${Math.round(row.open_ms / 1000)} s, past its ${Math.round(row.hold_timeout_ms / 1000)} s timeout; its KV slots stay pinned: find the missing ranks' acks or release it.`,
+        evidence: { hold_start: row.hold_start, hold_timeout_ms: row.hold_timeout_ms, open_ms: row.open_ms },
+      };
+  }
+}
+
+const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 };
+
+/** Every flag of a time range, most severe first. */
+export async function computeFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds = flagThresholdsSchema.parse({})): Promise<Flag[]> {
+  const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
+  const [rows, victims] = await Promise.all([
+    runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs) }),
+    runQuery<VictimRow>(client, database, 'late_write_victims', params),
+  ]);
+  const victimsOf = new Map<string, VictimRow[]>();
+  for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
+  const flags = rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : []));
+  return flags.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind));
+}

@@ -1,0 +1,49 @@
+-- name: flags_lifecycle
+-- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range, one row per flag.
+-- param from DateTime64(9, 'UTC'): start of the range (lifecycles whose spans end at or after it)
+-- param to DateTime64(9, 'UTC'): end of the range (lifecycles whose spans start at or before it)
+-- param cluster String = '': one cluster, or all when empty
+-- param open_hold_grace_ms UInt32 = 5000: how long past its timeout a hold may stay open before it is flagged
+-- columns: kind, cluster, request_id, generation, decode_engine, backend, hold_start, hold_timeout_ms, release_at, release_reason, resolution, late_writes, chunks_failed, chunks_timeout, in_flight_at_release, acks_after_failed_send, stale_acks_accepted, admission_outcome, admission_reason, chunks_launched, handoff_at, checksum_outcome, open_ms
+SELECT
+    kind,
+    cluster,
+    request_id,
+    generation,
+    decode_engine,
+    backend,
+    hold_start,
+    hold_timeout_ms,
+    release_at,
+    release_reason,
+    resolution,
+    late_writes,
+    chunks_failed,
+    chunks_timeout,
+    in_flight_at_release,
+    acks_after_failed_send,
+    stale_acks_accepted,
+    admission_outcome,
+    admission_reason,
+    chunks_launched,
+    handoff_at,
+    checksum_outcome,
+    open_ms
+FROM
+(
+    SELECT *, if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
+    FROM {db:Identifier}.lifecycles
+    WHERE last_seen >= {from:DateTime64(9, 'UTC')}
+      AND first_seen <= {to:DateTime64(9, 'UTC')}
+      AND ({cluster:String} = '' OR cluster = {cluster:String})
+) AS lc
+ARRAY JOIN arrayFilter(k -> k != '', [
+    if(late_writes > 0, 'late_write', ''),
+    if(unsafe_release, 'unsafe_release', ''),
+    if(acks_after_failed_send > 0, 'ack_after_failed_send', ''),
+    if(stale_acks_accepted > 0, 'stale_ack_consumed', ''),
+    if(admission_outcome = 'rejected' AND (chunks_launched > 0 OR handoff_at IS NOT NULL), 'admission_leak', ''),
+    if(checksum_outcome = 'mismatch', 'checksum_mismatch', ''),
+    if(resolution = 'open' AND open_ms > hold_timeout_ms + {open_hold_grace_ms:UInt32}, 'open_hold', '')
+]) AS kind
+ORDER BY kind, cluster, request_id, generation

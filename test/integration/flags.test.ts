@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { Collector, collectorConfigSchema } from '../../collector/index.ts';
+import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import { startHttpServer } from '../../dashboards/index.ts';
+import { createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
+import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
+import { computeFlags, runQuery, type Flag } from '../../queries/index.ts';
+import { loadScenario } from '../support/load.ts';
+import { quietLog, randomDatabase } from '../support/stack.ts';
+
+const PER_LIFECYCLE: string[] = Object.values(LifecycleFlag);
+
+const window = (startTimeMs: number) => ({ from: new Date(startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() });
+
+describe('detections against the simulator ground truth', () => {
+  let client: ClickHouseClient;
+  before(async () => {
+    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+  });
+  after(() => client?.close());
+
+  for (const seed of [41, 42]) {
+    for (const name of SCENARIO_NAMES) {
+      it(`${name}, seed ${seed}: per-lifecycle flags have precision 1.0 and recall 1.0, late-write victims match`, async () => {
+        const database = randomDatabase('flags');
+        const run = await loadScenario(client, database, name, seed, (c) => {
+          c.requests = name === 'mixed' ? 700 : 300;
+        });
+        const flags = await computeFlags(client, database, window(run.startTimeMs));
+        const raised = new Set(flags.filter((f) => PER_LIFECYCLE.includes(f.kind)).map((f) => `${f.kind} ${f.request_id}/${f.generation}`));
+        const truth = new Set(run.truth.flatMap((t) => t.flags.map((k) => `${k} ${t.request_id}/${t.generation}`)));
+        const falsePositives = [...raised].filter((x) => !truth.has(x));
+        const missed = [...truth].filter((x) => !raised.has(x));
+        assert.deepEqual({ falsePositives, missed }, { falsePositives: [], missed: [] });
+        if (name === 'steady') assert.deepEqual(flags.filter((f) => f.severity === 'critical'), []);
+        if (name === 'late-write-bug' || name === 'mixed') assert.ok(raised.size > 0);
+        const byKey = new Map<string, LifecycleTruth>(run.truth.map((t) => [`${t.request_id}/${t.generation}`, t]));
+        for (const flag of flags.filter((f) => f.kind === 'late_write')) {
+          const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
+          const expected = new Map<string, number[]>();
+          for (const w of t.late_writes) for (const v of w.victims) expected.set(`${v.request_id}/${v.generation}`, [...new Set([...(expected.get(`${v.request_id}/${v.generation}`) ?? []), ...v.pages])].sort((a, b) => a - b));
+          const got = new Map((flag.evidence.victims as { request_id: string; generation: number; pages: number[] }[]).map((v) => [`${v.request_id}/${v.generation}`, [...v.pages].sort((a, b) => a - b)]));
+          assert.deepEqual(got, expected, `victims of ${flag.request_id}/${flag.generation}`);
+          assert.deepEqual(flag.evidence.pages, [...new Set(t.late_writes.flatMap((w) => w.pages))].sort((a, b) => a - b));
+        }
+      });
+    }
+  }
+
+  it('replays the SGLang PR 35049 trace (mode OFF) and names request B as the victim of pages 14..32', async () => {
+    const database = randomDatabase('pr35049');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const writer = createWriter(client, { database, maxBatchRows: 1000, lingerMs: 5 }, metrics, quietLog);
+    const queue = new InProcessQueue(writer, { maxPendingSpans: 10_000, timeoutMs: 30_000, metrics, log: quietLog });
+    const collector = new Collector(collectorConfigSchema.parse({ port: 0, host: '127.0.0.1' }), { log: quietLog, queue });
+    const port = await collector.start();
+    const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}/v1/traces` });
+    const engine = (attrs: Record<string, string | number>) =>
+      new TracerProvider({ resource: resourceFromAttributes({ 'pd.engine.version': 'sglang-pr35049-off', 'pd.transfer.backend': 'mooncake', ...attrs }), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const decodeProvider = engine({ 'pd.role': 'decode', 'pd.engine.id': 'decode-0', 'pd.kv.capacity_slots': 65536 });
+    const prefillProvider = engine({ 'pd.role': 'prefill', 'pd.engine.id': 'prefill-0' });
+    const decode = createPdEmitter(decodeProvider.getTracer('decode'));
+    const prefill = createPdEmitter(prefillProvider.getTracer('prefill'));
+    // The trace's clock is seconds since engine start; anchor it an hour ago.
+    const base = Date.now() - 3_600_000 - 878_000;
+    const at = (s: number) => base + s * 1000;
+    const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+    const A = { requestId: 'room-A', generation: 0 };
+    const B = { requestId: 'room-B', generation: 0 };
+    decode.kvAllocated(A, { pages: range(14, 44), slots: 31 * 16 }, { time: at(878.7) });
+    prefill.transferChunk(A, { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-0' }, { start: at(878.8), end: at(884.8) });
+    decode.released(A, { reason: 'forced', pages: range(14, 44) }, { time: at(881.28) });
+    decode.kvAllocated(B, { pages: range(1, 32), slots: 32 * 16 }, { time: at(881.31) });
+    await Promise.all([decodeProvider.forceFlush(), prefillProvider.forceFlush()]);
+    await writer.flush();
+    await collector.shutdown();
+    const flags = await computeFlags(client, database, window(at(870)));
+    const late = flags.filter((f) => f.kind === 'late_write');
+    assert.equal(late.length, 1);
+    assert.equal(late[0]?.request_id, 'room-A');
+    assert.equal(late[0]?.severity, 'critical');
+    assert.deepEqual(late[0]?.evidence.victims, [{ request_id: 'room-B', generation: 0, pages: range(14, 32) }]);
+    assert.match(late[0]?.summary ?? '', /room-B\/0/);
+  });
+
+  it('treats a parameter carrying SQL as a value', async () => {
+    const database = randomDatabase('inject');
+    await migrate(client, { database, retentionDays: 30 });
+    const evil = "x'; DROP TABLE spans; --";
+    assert.deepEqual(await runQuery(client, database, 'lifecycles_by_request', { request_id: evil }), []);
+    const api = await startHttpServer({ port: 0, host: '127.0.0.1', client, database, log: quietLog });
+    try {
+      const res = await fetch(`http://127.0.0.1:${api.port}/api/lifecycles/${encodeURIComponent(evil)}`);
+      assert.equal(res.status, 404);
+      const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);
+      assert.equal(flagsRes.status, 200);
+      assert.deepEqual(((await flagsRes.json()) as { flags: Flag[] }).flags, []);
+    } finally {
+      await api.close();
+    }
+    const tables = await client.query({ query: `SELECT name FROM system.tables WHERE database = {db:String} AND name = 'spans'`, query_params: { db: database }, format: 'JSONEachRow' });
+    assert.equal(((await tables.json()) as unknown[]).length, 1, 'the spans table is still there');
+  });
+});
