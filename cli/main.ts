@@ -3,6 +3,7 @@ import { HoldscopeError } from '../common/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { collectorCommand } from './collector.ts';
 import { migrateCommand, pipelineCommand, serveCommand } from './pipeline.ts';
+import { queryCommand } from './query.ts';
 import { addStorageOptions } from './storage.ts';
 import { simulateCommand } from './simulate.ts';
 import { startCommand } from './start.ts';
@@ -88,6 +89,18 @@ addStorageOptions(
   program.command('serve').description('Serve the read API over an existing database').option('--http-port <port>', 'HTTP port', '8080'),
 ).action(async (opts: Record<string, unknown>) => {
   await serveCommand(opts);
+});
+
+addStorageOptions(
+  program
+    .command('query')
+    .argument('[name]', 'query name (see --list)')
+    .description('Run a named postmortem or detection query (queries/sql) and print its rows')
+    .option('--list', 'list the queries with their parameters')
+    .option('--param <key=value>', 'a query parameter (repeatable)', (value: string, previous: string[] = []) => [...previous, value])
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv']).default('table')),
+).action(async (name: string | undefined, opts: Record<string, unknown>) => {
+  await queryCommand(name, opts);
 });
 
 try {

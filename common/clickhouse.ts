@@ -50,10 +50,20 @@ const RETRIABLE_CODES = new Set([
   '999', // KEEPER_EXCEPTION
 ]);
 
+/**
+ * A ClickHouse server (or chdb) error: it carries the server's numeric code. Checked by shape rather than
+ * class, because chdb raises the error class of its own copy of @clickhouse/client-common.
+ */
+export function isServerError(error: unknown): error is ClickHouseError {
+  if (error instanceof ClickHouseError) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  return error instanceof Error && typeof code === 'string' && /^\d+$/.test(code) && 'type' in error;
+}
+
 /** Tells retriable ClickHouse failures from permanent ones, by server error code or socket error code. */
 export function classifyClickHouseError(error: unknown, doing: string): HoldscopeError {
   if (error instanceof HoldscopeError) return error;
-  if (error instanceof ClickHouseError) {
+  if (isServerError(error)) {
     const message = `${doing}: ClickHouse error ${error.code} (${error.type ?? 'unknown'}): ${error.message}`;
     return RETRIABLE_CODES.has(error.code)
       ? new UnavailableError(message, { cause: error, retryAfterMs: 1000 })

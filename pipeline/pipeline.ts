@@ -66,8 +66,11 @@ export class Pipeline {
   }
 
   async shutdown(): Promise<void> {
-    await this.source?.shutdown();
+    // The consumer's disconnect waits for the batches in hand, and they wait for the writer: stop its retries
+    // meanwhile, or a ClickHouse outage would keep the process from ever stopping. Rejected batches are not committed.
+    const sourceStopped = this.source?.shutdown();
     await this.writer?.shutdown();
+    await sourceStopped;
     if (this.ownsClient) await this.client?.close();
   }
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ClickHouseClient } from '../common/index.ts';
+import { distributionFlags } from './distribution.ts';
 import { runQuery } from './runner.ts';
 
 export type Severity = 'critical' | 'warning' | 'info';
@@ -23,6 +24,24 @@ export interface Flag {
 export const flagThresholdsSchema = z.object({
   /** A hold may stay open this long past its timeout before open_hold fires (ms). */
   openHoldGraceMs: z.coerce.number().int().min(0).default(5000),
+  /** timeout_heavy: the 95% Wilson lower bound of the timeout share must exceed this. */
+  timeoutHeavyShare: z.coerce.number().min(0).max(1).default(0.05),
+  /** timeout_heavy: fewest resolved holds in a scope before it is judged. */
+  timeoutHeavyMinHolds: z.coerce.number().int().min(1).default(20),
+  /** pairing_incompatible: timeout share at or above which a pairing "never drains". */
+  pairingTimeoutShare: z.coerce.number().min(0).max(1).default(0.95),
+  pairingMinHolds: z.coerce.number().int().min(1).default(20),
+  /** long_transfer_tail: p99 tail at or above this fraction of the hold timeout. */
+  longTailFractionOfTimeout: z.coerce.number().min(0).default(0.5),
+  longTailMinHolds: z.coerce.number().int().min(1).default(20),
+  /** kv_capacity_exhaustion: a storm is a 10 s window with at least this many times the trailing median of aborts... */
+  stormMultiplier: z.coerce.number().min(1).default(3),
+  /** ...over this many previous 10 s windows (5 minutes)... */
+  stormTrailingWindows: z.coerce.number().int().min(1).default(30),
+  /** ...and at least this many aborts, so a quiet engine's first few aborts are no storm. */
+  stormMinAborts: z.coerce.number().int().min(1).default(5),
+  /** kv_capacity_exhaustion: share of the engine's capacity pinned by holds. */
+  pinnedCapacityShare: z.coerce.number().min(0).max(1).default(0.2),
 });
 export type FlagThresholds = z.output<typeof flagThresholdsSchema>;
 
@@ -166,12 +185,13 @@ const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info
 /** Every flag of a time range, most severe first. */
 export async function computeFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds = flagThresholdsSchema.parse({})): Promise<Flag[]> {
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
-  const [rows, victims] = await Promise.all([
+  const [rows, victims, distribution] = await Promise.all([
     runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs) }),
     runQuery<VictimRow>(client, database, 'late_write_victims', params),
+    distributionFlags(client, database, window, thresholds),
   ]);
   const victimsOf = new Map<string, VictimRow[]>();
   for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
-  const flags = rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : []));
+  const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];
   return flags.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind));
 }

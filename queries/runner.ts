@@ -1,8 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClickHouseError } from '@clickhouse/client';
-import { classifyClickHouseError, InputError, type ClickHouseClient } from '../common/index.ts';
+import { classifyClickHouseError, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
 const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
@@ -104,7 +103,7 @@ export async function runQuery<T = Record<string, unknown>>(client: ClickHouseCl
     });
     return (await result.json()) as T[];
   } catch (error) {
-    if (error instanceof ClickHouseError && PARAMETER_ERROR_CODES.has(error.code)) {
+    if (isServerError(error) && PARAMETER_ERROR_CODES.has(error.code)) {
       throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
     }
     throw classifyClickHouseError(error, `query ${name}`);

@@ -79,10 +79,12 @@ function scenario(name: ScenarioName, seed: number): Scenario {
       c.durationMs = 25_000;
       c.rate = 300;
       c.aborts.probability = 0.04;
-      c.aborts.storms = [{ startMs: 10_000, durationMs: 6_000, multiplier: 8 }];
-      // A few lost acks make holds wait out the full timeout, pinning KV while the storm lasts.
-      c.faults.ackLossProbability = 0.05;
-      return { name, description: 'an abort storm (8x the baseline abort rate for 6 s) with a few lost acks', expectedDistributionFlags: ['kv_capacity_exhaustion'], config: c };
+      c.aborts.storms = [{ startMs: 10_000, durationMs: 10_000, multiplier: 8 }];
+      // A few lost acks make holds wait out the full timeout, pinning KV while the storm lasts; the decode
+      // pools run at about two thirds of capacity before the storm, so pinned pages are felt.
+      c.faults.ackLossProbability = 0.1;
+      c.decode = [decode('decode-0', { capacityPages: 40_000 }), decode('decode-1', { capacityPages: 40_000 })];
+      return { name, description: 'an abort storm (8x the baseline abort rate for 10 s) with 10% of acks lost', expectedDistributionFlags: ['kv_capacity_exhaustion'], config: c };
     case 'ack-loss':
       c.aborts.probability = 0.08;
       c.faults.ackLossProbability = 0.3;

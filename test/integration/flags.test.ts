@@ -103,6 +103,20 @@ describe('detections against the simulator ground truth', () => {
       const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);
       assert.equal(flagsRes.status, 200);
       assert.deepEqual(((await flagsRes.json()) as { flags: Flag[] }).flags, []);
+      const base = `http://127.0.0.1:${api.port}`;
+      for (const [path, reason] of [
+        ['/api/queries/no_such_query', /unknown query/],
+        ['/api/queries/longest_holds?from=yesterday&to=2026-01-01T00:00:00Z', /from: expected an ISO 8601 time/],
+        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&limit=1%3B%20DROP', /limit: expected an integer/],
+        ['/api/flags?to=2026-01-01T00:00:00Z', /from and to are required/],
+      ] as const) {
+        const bad = await fetch(base + path);
+        assert.equal(bad.status, 400, path);
+        assert.match(((await bad.json()) as { error: string }).error, reason);
+      }
+      const rows = await fetch(`${base}/api/queries/request_timeline?request_id=${encodeURIComponent(evil)}`);
+      assert.equal(rows.status, 200);
+      assert.deepEqual(await rows.json(), { rows: [] });
     } finally {
       await api.close();
     }

@@ -1,0 +1,188 @@
+import type { ClickHouseClient } from '../common/index.ts';
+import type { Flag, FlagThresholds, FlagWindow } from './flags.ts';
+import { runQuery } from './runner.ts';
+
+/** Lower bound of the Wilson score interval: a share that is high with confidence, not by a handful of samples. */
+export function wilsonLowerBound(successes: number, n: number, z = 1.96): number {
+  if (n === 0) return 0;
+  const p = successes / n;
+  const z2 = z * z;
+  return (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n);
+}
+
+interface GroupRow {
+  scope_kind: 'decode_engine' | 'backend' | 'version_pair' | 'pairing';
+  cluster: string;
+  decode_engine: string;
+  backend: string;
+  prefill_version: string;
+  decode_version: string;
+  holds: number;
+  drained: number;
+  timeouts: number;
+  open: number;
+}
+
+interface TailRow {
+  cluster: string;
+  prefill_engine: string;
+  backend: string;
+  holds: number;
+  p50_ms: number;
+  p90_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  timeout_ms: number;
+  over_timeout: number;
+}
+
+interface PinnedRow {
+  cluster: string;
+  decode_engine: string;
+  window_start: string;
+  aborts: number;
+  peak_pinned_slots: number;
+  capacity_slots: number;
+}
+
+const round = (x: number, digits = 4) => Number(x.toFixed(digits));
+
+function scopeOf(row: GroupRow): Record<string, string> {
+  switch (row.scope_kind) {
+    case 'decode_engine':
+      return { cluster: row.cluster, decode_engine: row.decode_engine };
+    case 'backend':
+      return { cluster: row.cluster, backend: row.backend };
+    case 'version_pair':
+      return { cluster: row.cluster, prefill_version: row.prefill_version, decode_version: row.decode_version };
+    case 'pairing':
+      return { cluster: row.cluster, prefill_version: row.prefill_version, decode_version: row.decode_version, backend: row.backend };
+  }
+}
+
+const scopeText = (scope: Record<string, string>) =>
+  Object.entries(scope)
+    .filter(([k]) => k !== 'cluster')
+    .map(([k, v]) => `${k.replace('_', ' ')} ${v || '(unknown)'}`)
+    .join(', ');
+
+function resolutionFlags(rows: GroupRow[], t: FlagThresholds): Flag[] {
+  const flags: Flag[] = [];
+  for (const row of rows) {
+    const resolved = row.drained + row.timeouts;
+    const scope = scopeOf(row);
+    if (row.scope_kind !== 'pairing') {
+      const lower = wilsonLowerBound(row.timeouts, resolved);
+      if (resolved >= t.timeoutHeavyMinHolds && lower > t.timeoutHeavyShare) {
+        flags.push({
+          kind: 'timeout_heavy',
+          severity: 'warning',
+          cluster: row.cluster,
+          scope: { ...scope, scope: row.scope_kind },
+          value: round(row.timeouts / resolved),
+          threshold: t.timeoutHeavyShare,
+          sample_size: resolved,
+          summary: `${round((100 * row.timeouts) / resolved, 1)}% of ${resolved} holds on ${scopeText(scope)} resolved by timeout (95% lower bound ${round(100 * lower, 1)}% > ${100 * t.timeoutHeavyShare}%): acks are not arriving or transfer tails outlast the drain; check ack delivery and the backend's ack protocol.`,
+          evidence: { holds: resolved, timeouts: row.timeouts, drained: row.drained, open: row.open, timeout_share: round(row.timeouts / resolved), wilson_lower_bound: round(lower) },
+        });
+      }
+    } else if (resolved >= t.pairingMinHolds && row.timeouts / resolved >= t.pairingTimeoutShare) {
+      flags.push({
+        kind: 'pairing_incompatible',
+        severity: 'warning',
+        cluster: row.cluster,
+        scope,
+        value: round(row.timeouts / resolved),
+        threshold: t.pairingTimeoutShare,
+        sample_size: resolved,
+        summary: `Holds between prefill ${row.prefill_version || '(unknown)'} and decode ${row.decode_version || '(unknown)'} over ${row.backend || '(unknown)'} essentially never drain (${row.timeouts} of ${resolved} timed out): this pairing or backend lacks the ack protocol; upgrade it or stop routing across it.`,
+        evidence: { holds: resolved, timeouts: row.timeouts, drained: row.drained },
+      });
+    }
+  }
+  return flags;
+}
+
+function tailFlags(rows: TailRow[], t: FlagThresholds): Flag[] {
+  const flags: Flag[] = [];
+  for (const row of rows) {
+    if (row.holds < t.longTailMinHolds || row.timeout_ms <= 0 || row.p99_ms < t.longTailFractionOfTimeout * row.timeout_ms) continue;
+    const critical = row.over_timeout > 0;
+    flags.push({
+      kind: 'long_transfer_tail',
+      severity: critical ? 'critical' : 'warning',
+      cluster: row.cluster,
+      scope: { cluster: row.cluster, prefill_engine: row.prefill_engine, backend: row.backend },
+      value: round(row.p99_ms, 3),
+      threshold: round(t.longTailFractionOfTimeout * row.timeout_ms, 3),
+      sample_size: row.holds,
+      summary:
+        `p99 transfer tail of prefill ${row.prefill_engine} over ${row.backend} is ${Math.round(row.p99_ms)} ms against a ${row.timeout_ms} ms hold timeout` +
+        (critical ? `, and ${row.over_timeout} write(s) completed after the timeout: releases on timeout are racing live writes; bound transfer batches or lengthen the hold.` : ': timeouts are close to releasing pages under live writes; bound transfer batches or lengthen the hold.'),
+      evidence: { holds: row.holds, p50_ms: row.p50_ms, p90_ms: row.p90_ms, p99_ms: row.p99_ms, max_ms: row.max_ms, timeout_ms: row.timeout_ms, over_timeout: row.over_timeout },
+    });
+  }
+  return flags;
+}
+
+const median = (xs: number[]) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+const WINDOW_MS = 10_000;
+
+/** Storm windows (aborts at least N× the trailing median) in which holds pin a share of capacity. */
+function capacityFlags(rows: PinnedRow[], window: FlagWindow, t: FlagThresholds): Flag[] {
+  const byEngine = new Map<string, PinnedRow[]>();
+  for (const row of rows) byEngine.set(JSON.stringify([row.cluster, row.decode_engine]), [...(byEngine.get(JSON.stringify([row.cluster, row.decode_engine])) ?? []), row]);
+  const flags: Flag[] = [];
+  const first = Math.floor(Date.parse(window.from) / WINDOW_MS) * WINDOW_MS;
+  const last = Date.parse(window.to);
+  for (const engineRows of byEngine.values()) {
+    const at = new Map(engineRows.map((r) => [Date.parse(r.window_start), r]));
+    const capacity = Math.max(...engineRows.map((r) => r.capacity_slots));
+    if (!(capacity > 0)) continue;
+    // A dense series: windows without aborts count as zero in the trailing median.
+    const aborts: number[] = [];
+    let worst: { row: PinnedRow; base: number } | undefined;
+    let stormWindows = 0;
+    for (let w = first; w <= last; w += WINDOW_MS) {
+      const row = at.get(w);
+      const count = row?.aborts ?? 0;
+      const base = median(aborts.slice(-t.stormTrailingWindows));
+      aborts.push(count);
+      const storm = count >= t.stormMinAborts && count >= t.stormMultiplier * base;
+      if (!storm || !row || row.peak_pinned_slots < t.pinnedCapacityShare * capacity) continue;
+      stormWindows++;
+      if (!worst || row.peak_pinned_slots > worst.row.peak_pinned_slots) worst = { row, base };
+    }
+    if (!worst) continue;
+    const { row, base } = worst;
+    flags.push({
+      kind: 'kv_capacity_exhaustion',
+      severity: 'critical',
+      cluster: row.cluster,
+      scope: { cluster: row.cluster, decode_engine: row.decode_engine },
+      value: round(row.peak_pinned_slots / capacity),
+      threshold: t.pinnedCapacityShare,
+      sample_size: row.aborts,
+      summary: `During an abort storm on decode ${row.decode_engine} (${row.aborts} aborts in 10 s from ${row.window_start}, ${base} is usual), holds pinned ${Math.round((100 * row.peak_pinned_slots) / capacity)}% of its KV capacity: new requests queue behind held pages; shorten hold timeouts or fix ack delivery.`,
+      evidence: { window_start: row.window_start, aborts: row.aborts, trailing_median_aborts: base, peak_pinned_slots: row.peak_pinned_slots, capacity_slots: capacity, storm_windows_over_threshold: stormWindows },
+    });
+  }
+  return flags;
+}
+
+/** The distribution kinds: timeout_heavy, pairing_incompatible, long_transfer_tail, kv_capacity_exhaustion. */
+export async function distributionFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds): Promise<Flag[]> {
+  const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
+  const [groups, tails, pinned] = await Promise.all([
+    runQuery<GroupRow>(client, database, 'hold_resolution_groups', params),
+    runQuery<TailRow>(client, database, 'transfer_tails', params),
+    runQuery<PinnedRow>(client, database, 'kv_pinned', params),
+  ]);
+  return [...resolutionFlags(groups, thresholds), ...tailFlags(tails, thresholds), ...capacityFlags(pinned, window, thresholds)];
+}

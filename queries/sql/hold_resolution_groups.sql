@@ -1,0 +1,38 @@
+-- name: hold_resolution_groups
+-- purpose: Holds resolved by drain and by timeout, per decode engine, per backend, per prefill/decode version pair and per (prefill version, decode version, backend) pairing, for the timeout_heavy and pairing_incompatible detections and the deployment review.
+-- param from DateTime64(9, 'UTC'): holds starting at or after this time
+-- param to DateTime64(9, 'UTC'): holds starting at or before this time
+-- param cluster String = '': one cluster, or all when empty
+-- columns: scope_kind (decode_engine | backend | version_pair | pairing), cluster, decode_engine, backend, prefill_version, decode_version, holds, drained, timeouts, open
+SELECT
+    scope.1 AS scope_kind,
+    cluster,
+    scope.2 AS decode_engine,
+    scope.3 AS backend,
+    scope.4 AS prefill_version,
+    scope.5 AS decode_version,
+    uniqExact(request_id, generation) AS holds,
+    uniqExactIf((request_id, generation), resolution = 'drained') AS drained,
+    uniqExactIf((request_id, generation), resolution = 'timeout') AS timeouts,
+    uniqExactIf((request_id, generation), resolution = 'open') AS open
+FROM
+(
+    SELECT
+        cluster, request_id, generation, resolution,
+        decode_engine AS h_decode_engine, backend AS h_backend, decode_version AS h_decode_version,
+        arrayJoin(if(empty(prefill_engines), [('', '', '')], prefill_engines)).2 AS h_prefill_version
+    FROM {db:Identifier}.lifecycles
+    WHERE hold_start IS NOT NULL
+      AND hold_start >= {from:DateTime64(9, 'UTC')}
+      AND hold_start <= {to:DateTime64(9, 'UTC')}
+      AND ({cluster:String} = '' OR cluster = {cluster:String})
+) AS h
+-- Holds whose prefill engine never reported (no transfer or drain span) have no version pair to judge.
+ARRAY JOIN arrayFilter(s -> NOT (s.1 IN ('version_pair', 'pairing') AND s.4 = ''), [
+    ('decode_engine', h_decode_engine, '', '', ''),
+    ('backend', '', h_backend, '', ''),
+    ('version_pair', '', '', h_prefill_version, h_decode_version),
+    ('pairing', '', h_backend, h_prefill_version, h_decode_version)
+]) AS scope
+GROUP BY scope_kind, cluster, decode_engine, backend, prefill_version, decode_version
+ORDER BY scope_kind, cluster, decode_engine, backend, prefill_version, decode_version

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { formatRows } from '../../cli/query.ts';
+import { bindParams, getQuery, listQueries } from '../../queries/index.ts';
+
+describe('named queries', () => {
+  it('every .sql file has a header naming its purpose and declaring every parameter it uses', () => {
+    const names = [...listQueries().keys()];
+    for (const expected of ['lifecycles_by_request', 'flags_lifecycle', 'late_write_victims', 'hold_resolution_groups', 'transfer_tails', 'kv_pinned', 'request_timeline', 'resolution_mix', 'longest_holds', 'stale_acks_by_engine']) {
+      assert.ok(names.includes(expected), expected);
+    }
+    for (const q of listQueries().values()) assert.ok(q.purpose.length > 20 && q.columns.length > 0, q.name);
+  });
+
+  it('refuses unknown names, unknown parameters, missing and malformed values with the reason', () => {
+    assert.throws(() => getQuery('drop_everything'), /unknown query "drop_everything"/);
+    const q = getQuery('longest_holds');
+    assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z' }), /needs parameter to/);
+    assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: 'yesterday' }), /to: expected an ISO 8601 time/);
+    assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z', limit: '1; DROP' }), /limit: expected an integer/);
+    assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z', bogus: '1' }), /no parameter "bogus"/);
+    assert.deepEqual(bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00.5Z' }), {
+      from: '2026-01-01 00:00:00.000',
+      to: '2026-01-02 00:00:00.500',
+      cluster: '',
+      limit: '20',
+    });
+  });
+
+  it('prints tables with terminal control characters escaped, and CSV quoted', () => {
+    const rows = [{ request_id: 'a\u001b[2Jb', pages: [1, 2] }];
+    const table = formatRows(rows, 'table');
+    assert.ok(!table.includes('\u001b'));
+    assert.match(table, /a\\x1b\[2Jb/);
+    assert.equal(formatRows([{ a: 'x,"y"' }], 'csv'), 'a\n"x,""y"""\n');
+  });
+});
