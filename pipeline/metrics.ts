@@ -19,6 +19,12 @@ export function createPipelineMetrics(registry = new Registry()) {
     rowsPending: new Gauge({ name: 'holdscope_pipeline_rows_pending', help: 'Rows waiting for ClickHouse', registers: [registry] }),
     lastInsert: new Gauge({ name: 'holdscope_pipeline_last_insert_timestamp_seconds', help: 'Unix time of the last successful INSERT', registers: [registry] }),
     commits: new Counter({ name: 'holdscope_pipeline_offset_commits_total', help: 'Kafka offset commits after ClickHouse acknowledged', registers: [registry] }),
+    consumerLag: new Gauge({
+      name: 'holdscope_pipeline_consumer_lag_messages',
+      help: 'Messages in the topic not yet committed by the consumer group (sampled every 15 s)',
+      labelNames: ['topic'],
+      registers: [registry],
+    }),
     consumerRestarts: new Counter({ name: 'holdscope_pipeline_consumer_restarts_total', help: 'Consumer restarts after a crash', registers: [registry] }),
   };
 }

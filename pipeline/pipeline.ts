@@ -2,6 +2,7 @@ import { createClickHouse, createKafka, createLogger, type ClickHouseClient, typ
 import type { PipelineConfig, StorageConfig } from './config.ts';
 import { InProcessQueue } from './in-process-queue.ts';
 import { KafkaSource } from './kafka-source.ts';
+import { startLagMonitor } from './lag.ts';
 import { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 import { migrate } from './migrate.ts';
 import { SpanWriter } from './writer.ts';
@@ -32,6 +33,7 @@ export class Pipeline {
   private readonly ownsClient: boolean;
   private writer: SpanWriter | undefined;
   private source: KafkaSource | undefined;
+  private lag: { sample(): Promise<void>; stop(): Promise<void> } | undefined;
 
   constructor(
     private readonly config: PipelineConfig,
@@ -46,8 +48,9 @@ export class Pipeline {
   async start(): Promise<void> {
     this.client ??= await openStorage(this.config, this.log);
     this.writer = createWriter(this.client, this.config, this.metrics, this.log);
+    const kafka = createKafka({ brokers: this.config.kafkaBrokers, clientId: `holdscope-pipeline`, log: this.log });
     this.source = new KafkaSource({
-      kafka: createKafka({ brokers: this.config.kafkaBrokers, clientId: `holdscope-pipeline`, log: this.log }),
+      kafka,
       groupId: this.config.groupId,
       topics: this.config.topics,
       writer: this.writer,
@@ -59,15 +62,22 @@ export class Pipeline {
       maxBytesPerPartition: this.config.maxBytesPerPartition,
     });
     await this.source.start();
+    this.lag = startLagMonitor({ kafka, groupId: this.config.groupId, topics: this.config.topics, metrics: this.metrics, log: this.log });
   }
 
   flush(): Promise<void> {
     return this.writer?.flush() ?? Promise.resolve();
   }
 
+  /** Samples consumer lag now rather than at the next interval. */
+  sampleLag(): Promise<void> {
+    return this.lag?.sample() ?? Promise.resolve();
+  }
+
   async shutdown(): Promise<void> {
     // The consumer's disconnect waits for the batches in hand, and they wait for the writer: stop its retries
     // meanwhile, or a ClickHouse outage would keep the process from ever stopping. Rejected batches are not committed.
+    await this.lag?.stop();
     const sourceStopped = this.source?.shutdown();
     await this.writer?.shutdown();
     await sourceStopped;

@@ -90,9 +90,12 @@ describe('replays and foreign formats change nothing', () => {
     await mock?.stop();
   });
 
-  it('stores each lifecycle once', () => {
+  it('stores each lifecycle once, and the consumer group has no lag left', async () => {
     assert.equal(reference.lifecycles.length, truth.length);
     assert.equal(Number(reference.distinctSpans[0]?.n), spansEmitted);
+    await stack.pipeline.sampleLag();
+    const lag = (await stack.pipeline.metrics.consumerLag.get()).values.find((v) => v.labels.topic === stack.topic);
+    assert.equal(lag?.value, 0);
   });
 
   it('the same messages replayed twice, shuffled, leave identical records and counts', async () => {
