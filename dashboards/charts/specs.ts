@@ -1,0 +1,355 @@
+// Vega-Lite specs of the on-call charts: pure functions, query rows in, spec out. The same spec is embedded
+// by the page (GET /charts/:name.json) and rendered to SVG on the server (GET /charts/:name.svg).
+import type { TopLevelSpec } from 'vega-lite';
+
+type Row = Record<string, unknown>;
+
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v ?? 0) || 0);
+const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
+/** ClickHouse times arrive as ISO strings in UTC; charts get epoch milliseconds so no timezone is guessed. */
+const ms = (v: unknown): number | null => {
+  if (v === null || v === undefined || v === '') return null;
+  const s = String(v);
+  const t = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(s) ? s : `${s.replace(' ', 'T')}Z`);
+  return Number.isFinite(t) ? t : null;
+};
+
+const WIDTH = 640;
+const utcAxis = { format: '%H:%M:%S', labelOverlap: true } as const;
+const empty = (title: string): TopLevelSpec => ({
+  $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+  title,
+  width: WIDTH,
+  height: 40,
+  data: { values: [{ text: 'no data in this range' }] },
+  mark: { type: 'text', color: '#666' },
+  encoding: { text: { field: 'text' } },
+});
+
+/** (a) Holds resolved by drain / timeout / still open per decode engine over time, with the timeout share and its threshold. */
+export function resolutionSpec(rows: Row[], options: { threshold?: number; bucketSeconds?: number } = {}): TopLevelSpec {
+  const threshold = options.threshold ?? 0.05;
+  const bucketMs = (options.bucketSeconds ?? 60) * 1000;
+  if (rows.length === 0) return empty('Hold resolution');
+  const counts = rows.flatMap((r) => {
+    const t = ms(r.bucket);
+    const base = { decode_engine: str(r.decode_engine), cluster: str(r.cluster), t, t_end: t === null ? null : t + bucketMs };
+    return [
+      { ...base, resolution: 'drained', holds: num(r.drained) },
+      { ...base, resolution: 'timeout', holds: num(r.timeouts) },
+      { ...base, resolution: 'open', holds: num(r.open) },
+    ];
+  });
+  const shares = rows.map((r) => ({ decode_engine: str(r.decode_engine), t: ms(r.bucket), timeout_share: num(r.timeout_share), resolved: num(r.drained) + num(r.timeouts) }));
+  const x = { field: 't', type: 'temporal', title: 'hold start (UTC)', scale: { type: 'utc' }, axis: utcAxis } as const;
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'Holds resolved by drain / timeout / still open, per decode engine',
+    datasets: { counts, shares },
+    data: { name: 'counts' },
+    vconcat: [
+      {
+        facet: { row: { field: 'decode_engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } } },
+        spec: {
+          width: WIDTH,
+          height: 70,
+          mark: { type: 'bar' },
+          encoding: {
+            x,
+            x2: { field: 't_end' },
+            y: { aggregate: 'sum', field: 'holds', type: 'quantitative', title: 'holds', stack: 'zero' },
+            color: {
+              field: 'resolution',
+              type: 'nominal',
+              scale: { domain: ['drained', 'timeout', 'open'], range: ['#4c9f70', '#d9534f', '#f0ad4e'] },
+              title: 'resolution',
+            },
+            tooltip: [
+              { field: 'decode_engine', type: 'nominal' },
+              { field: 'resolution', type: 'nominal' },
+              { field: 'holds', aggregate: 'sum', type: 'quantitative' },
+              { field: 't', type: 'temporal', format: '%H:%M', scale: { type: 'utc' } },
+            ],
+          },
+        },
+      },
+      {
+        width: WIDTH,
+        height: 140,
+        data: { name: 'shares' },
+        layer: [
+          {
+            mark: { type: 'line', point: true },
+            encoding: {
+              x,
+              y: { field: 'timeout_share', type: 'quantitative', title: 'timeout share', axis: { format: '.0%' } },
+              color: { field: 'decode_engine', type: 'nominal', title: 'decode engine', scale: { scheme: 'tableau10' } },
+              tooltip: [
+                { field: 'decode_engine', type: 'nominal' },
+                { field: 'timeout_share', type: 'quantitative', format: '.1%' },
+                { field: 'resolved', type: 'quantitative' },
+              ],
+            },
+          },
+          {
+            data: { values: [{ threshold }] },
+            layer: [
+              { mark: { type: 'rule', color: '#d9534f', strokeDash: [6, 4] }, encoding: { y: { field: 'threshold', type: 'quantitative' } } },
+              {
+                mark: { type: 'text', color: '#d9534f', align: 'left', dx: 4, dy: -6, x: 0 },
+                encoding: { y: { field: 'threshold', type: 'quantitative' }, text: { value: `timeout threshold ${Math.round(threshold * 100)}%` } },
+              },
+            ],
+          },
+        ],
+      },
+    ],
+    resolve: { scale: { color: 'independent' } },
+  } as TopLevelSpec;
+}
+
+/** (b) Transfer tails: p50 / p90 / p99 / max per prefill engine and backend, against the hold timeout. */
+export function tailsSpec(rows: Row[]): TopLevelSpec {
+  if (rows.length === 0) return empty('Transfer tails');
+  const values = rows.map((r) => ({
+    engine: `${str(r.prefill_engine)} (${str(r.backend)})${r.cluster ? ` · ${str(r.cluster)}` : ''}`,
+    p50: num(r.p50_ms),
+    p90: num(r.p90_ms),
+    p99: num(r.p99_ms),
+    max: num(r.max_ms),
+    timeout: num(r.timeout_ms),
+    holds: num(r.holds),
+    over_timeout: num(r.over_timeout),
+  }));
+  const y = { field: 'engine', type: 'nominal', title: 'prefill engine (backend)' } as const;
+  const x = { type: 'quantitative', title: 'transfer tail after ABORT (ms, symlog)', scale: { type: 'symlog', constant: 10 } } as const;
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'Transfer tails per prefill engine vs the hold timeout',
+    width: WIDTH,
+    height: { step: 34 },
+    data: { values },
+    layer: [
+      { mark: { type: 'rule', color: '#999' }, encoding: { y, x: { field: 'p50', ...x }, x2: { field: 'max' } } },
+      { mark: { type: 'bar', height: 12, color: '#7aa6c2' }, encoding: { y, x: { field: 'p50', ...x }, x2: { field: 'p99' } } },
+      {
+        transform: [{ fold: ['p50', 'p90', 'p99', 'max'], as: ['quantile', 'ms'] }],
+        mark: { type: 'point', filled: true, size: 70 },
+        encoding: {
+          y,
+          x: { field: 'ms', ...x },
+          color: { field: 'quantile', type: 'nominal', scale: { domain: ['p50', 'p90', 'p99', 'max', 'hold timeout'], range: ['#2c7fb8', '#41b6c4', '#253494', '#555', '#d9534f'] }, title: 'quantile' },
+          tooltip: [
+            { field: 'engine', type: 'nominal' },
+            { field: 'quantile', type: 'nominal' },
+            { field: 'ms', type: 'quantitative', format: ',.1f' },
+            { field: 'holds', type: 'quantitative' },
+            { field: 'over_timeout', type: 'quantitative', title: 'tails over timeout' },
+          ],
+        },
+      },
+      {
+        transform: [{ calculate: "'hold timeout'", as: 'quantile' }],
+        mark: { type: 'tick', thickness: 3, size: 26 },
+        encoding: {
+          y,
+          x: { field: 'timeout', ...x },
+          color: { field: 'quantile', type: 'nominal' },
+          tooltip: [{ field: 'engine', type: 'nominal' }, { field: 'timeout', type: 'quantitative', title: 'hold timeout (ms)' }],
+        },
+      },
+    ],
+  } as TopLevelSpec;
+}
+
+/** Storm windows as the kv_capacity_exhaustion detection defines them (queries/distribution.ts). */
+export interface StormOptions {
+  multiplier?: number;
+  trailingWindows?: number;
+  minAborts?: number;
+  /** kv_capacity_exhaustion's share of capacity, drawn as the threshold line. */
+  pinnedShare?: number;
+  from?: string;
+  to?: string;
+}
+const WINDOW_MS = 10_000;
+const median = (xs: number[]) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+/** (c) KV slots pinned by holds vs capacity per decode engine over time, abort-storm windows shaded. */
+export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelSpec {
+  if (rows.length === 0) return empty('KV slots pinned by holds');
+  const multiplier = options.multiplier ?? 3;
+  const trailing = options.trailingWindows ?? 30;
+  const minAborts = options.minAborts ?? 5;
+  const share = options.pinnedShare ?? 0.2;
+  const byEngine = new Map<string, Row[]>();
+  for (const r of rows) {
+    const key = `${str(r.decode_engine)}${r.cluster && r.cluster !== 'default' ? ` · ${str(r.cluster)}` : ''}`;
+    byEngine.set(key, [...(byEngine.get(key) ?? []), r]);
+  }
+  const allTimes = rows.map((r) => ms(r.window_start)).filter((t): t is number => t !== null);
+  const first = Math.floor((ms(options.from) ?? Math.min(...allTimes)) / WINDOW_MS) * WINDOW_MS;
+  const last = Math.min(ms(options.to) ?? Math.max(...allTimes), Math.max(...allTimes));
+  const values: Row[] = [];
+  for (const [engine, engineRows] of byEngine) {
+    const at = new Map(engineRows.map((r) => [ms(r.window_start), r]));
+    const capacity = Math.max(...engineRows.map((r) => num(r.capacity_slots)));
+    const history: number[] = [];
+    for (let w = first; w <= last; w += WINDOW_MS) {
+      const row = at.get(w);
+      const aborts = num(row?.aborts);
+      const base = median(history.slice(-trailing));
+      history.push(aborts);
+      if (!row) continue;
+      const storm = aborts >= minAborts && aborts >= multiplier * base;
+      const pinned = num(row.peak_pinned_slots);
+      values.push({ engine, t: w, t_end: w + WINDOW_MS, pinned, capacity, share: capacity > 0 ? pinned / capacity : 0, aborts, storm, threshold: share });
+    }
+  }
+  const x = { field: 't', type: 'temporal', title: '10 s window (UTC)', scale: { type: 'utc' }, axis: utcAxis } as const;
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: 'KV slots pinned by holds, as a share of capacity (abort storms shaded)', subtitle: 'peak per 10 s window; dashed: the kv_capacity_exhaustion threshold' },
+    data: { values },
+    facet: { row: { field: 'engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } } },
+    spec: {
+      width: WIDTH,
+      height: 90,
+      layer: [
+        {
+          transform: [{ filter: 'datum.storm' }],
+          mark: { type: 'rect', color: '#f4c7c3', opacity: 0.8 },
+          encoding: { x, x2: { field: 't_end' }, tooltip: [{ field: 'aborts', type: 'quantitative', title: 'aborts (storm window)' }] },
+        },
+        {
+          mark: { type: 'area', line: { color: '#3b6ea5' }, color: '#9ec3e6', opacity: 0.8, interpolate: 'step-after' },
+          encoding: {
+            x,
+            y: { field: 'share', type: 'quantitative', title: 'of capacity', axis: { format: '.0%' }, scale: { domainMin: 0, nice: true } },
+            tooltip: [
+              { field: 'engine', type: 'nominal' },
+              { field: 't', type: 'temporal', format: '%H:%M:%S', scale: { type: 'utc' } },
+              { field: 'pinned', type: 'quantitative', title: 'peak pinned slots', format: ',' },
+              { field: 'capacity', type: 'quantitative', title: 'capacity slots', format: ',' },
+              { field: 'aborts', type: 'quantitative' },
+            ],
+          },
+        },
+        {
+          mark: { type: 'rule', color: '#d9534f', strokeDash: [6, 4] },
+          encoding: { y: { aggregate: 'max', field: 'threshold', type: 'quantitative' }, tooltip: [{ aggregate: 'max', field: 'threshold', type: 'quantitative', format: '.0%', title: 'kv_capacity_exhaustion threshold' }] },
+        },
+      ],
+    },
+    resolve: { scale: { y: 'independent' } },
+  } as TopLevelSpec;
+}
+
+/** (e) One request's timeline: a Gantt of its spans per engine/rank and generation, with release, timeout and late writes marked. */
+export function timelineSpec(
+  requestId: string,
+  spans: Row[],
+  lifecycles: Row[] = [],
+  lateWrites: Row[] = [],
+): TopLevelSpec {
+  if (spans.length === 0) return empty(`Request ${requestId}: no spans`);
+  const bars = spans.map((s) => {
+    const start = ms(s.start_time) ?? 0;
+    const end = Math.max(ms(s.end_time) ?? start, start);
+    const rank = num(s.rank);
+    return {
+      lane: `g${num(s.generation)} ${str(s.engine_id)}${rank >= 0 ? ` r${rank}` : ''}`,
+      name: str(s.name),
+      start,
+      end,
+      instant: end - start < 1 ? 1 : 0,
+      duration_ms: num(s.duration_ms),
+      detail: [s.transfer_status, s.release_reason, s.timeout_action, s.admission_outcome, s.checksum_outcome].map(str).filter(Boolean).join(' '),
+      chunk: num(s.chunk_index),
+    };
+  });
+  const markers: Row[] = [];
+  for (const l of lifecycles) {
+    const g = num(l.generation);
+    const release = ms(l.release_at);
+    if (release !== null) markers.push({ t: release, kind: 'release', label: `g${g} release${l.release_reason ? ` (${str(l.release_reason)})` : ''}` });
+    const hold = ms(l.hold_start);
+    if (hold !== null && num(l.hold_timeout_ms) > 0) markers.push({ t: hold + num(l.hold_timeout_ms), kind: 'timeout', label: `g${g} hold timeout` });
+  }
+  for (const s of spans) {
+    if (str(s.name) === 'pd.timeout') markers.push({ t: ms(s.start_time), kind: 'timeout', label: `g${num(s.generation)} timeout fired` });
+    if (lifecycles.length === 0 && str(s.name) === 'pd.release') markers.push({ t: ms(s.start_time), kind: 'release', label: `g${num(s.generation)} release` });
+  }
+  const writes = new Map<string, Row>();
+  for (const w of lateWrites) {
+    const key = `${num(w.generation)}/${num(w.rank)}/${num(w.chunk_index)}`;
+    const entry = writes.get(key) ?? { t: ms(w.landed_at), kind: 'late write', label: `late write g${num(w.generation)} r${num(w.rank)} chunk ${num(w.chunk_index)}`, victims: 0 };
+    if (w.victim_request_id) entry.victims = num(entry.victims) + 1;
+    writes.set(key, entry);
+  }
+  markers.push(...writes.values());
+  const lanes = [...new Set(bars.map((b) => b.lane))];
+  const x = { type: 'temporal', title: 'time (UTC)', scale: { type: 'utc' }, axis: { format: '%H:%M:%S.%L', labelOverlap: true } } as const;
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: `Request ${requestId}`, subtitle: 'spans per engine/rank and generation; release, timeout and late writes marked' },
+    width: WIDTH,
+    height: Math.max(120, lanes.length * 22),
+    layer: [
+      {
+        data: { values: bars },
+        mark: { type: 'bar', height: 14, cornerRadius: 2 },
+        encoding: {
+          y: { field: 'lane', type: 'nominal', title: 'generation engine/rank', sort: lanes },
+          x: { field: 'start', ...x },
+          x2: { field: 'end' },
+          color: { field: 'name', type: 'nominal', title: 'span', scale: { scheme: 'tableau10' } },
+          tooltip: [
+            { field: 'name', type: 'nominal' },
+            { field: 'lane', type: 'nominal' },
+            { field: 'duration_ms', type: 'quantitative', format: ',.2f' },
+            { field: 'detail', type: 'nominal' },
+          ],
+        },
+      },
+      {
+        data: { values: bars },
+        transform: [{ filter: 'datum.instant' }],
+        mark: { type: 'tick', thickness: 2, size: 16 },
+        encoding: {
+          y: { field: 'lane', type: 'nominal', sort: lanes },
+          x: { field: 'start', ...x },
+          color: { field: 'name', type: 'nominal' },
+          tooltip: [{ field: 'name', type: 'nominal' }, { field: 'detail', type: 'nominal' }],
+        },
+      },
+      {
+        data: { values: markers },
+        layer: [
+          {
+            mark: { type: 'rule', strokeWidth: 1.5 },
+            encoding: {
+              x: { field: 't', ...x },
+              strokeDash: { field: 'kind', type: 'nominal', scale: { domain: ['release', 'timeout', 'late write'], range: [[1, 0], [6, 3], [2, 2]] }, legend: null },
+              stroke: { field: 'kind', type: 'nominal', title: 'marker', scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] } },
+              tooltip: [{ field: 'label', type: 'nominal' }, { field: 't', type: 'temporal', format: '%H:%M:%S.%L', scale: { type: 'utc' } }],
+            },
+          },
+          {
+            mark: { type: 'text', angle: 270, align: 'right', baseline: 'bottom', dx: -2, dy: -2, y: 0, fontSize: 10 },
+            encoding: { x: { field: 't', ...x }, text: { field: 'label' }, color: { field: 'kind', type: 'nominal', scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] }, legend: null } },
+          },
+        ],
+      },
+    ],
+    resolve: { scale: { color: 'independent' } },
+  } as TopLevelSpec;
+}
+
+export const CHART_NAMES = ['resolution', 'tails', 'kv_pinned', 'timeline'] as const;
+export type ChartName = (typeof CHART_NAMES)[number];

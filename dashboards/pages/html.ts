@@ -1,0 +1,140 @@
+// Server-rendered shells of the on-call pages. Every value that reaches HTML goes through escapeHtml; the
+// pages' scripts are static files (no inline script), so the Content-Security-Policy can forbid the rest.
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import express, { type Request, type Response } from 'express';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const nodeModules = join(here, '..', '..', 'node_modules');
+
+/** Escapes a value for HTML text and double- or single-quoted attribute values. */
+export function escapeHtml(value: unknown): string {
+  return String(value ?? '').replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** No eval (Vega runs its expression interpreter), no inline script, nothing from elsewhere. */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  // Vega and vega-tooltip set element styles from script; vega-embed's stylesheet is served as a file.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+function securityHeaders(res: Response): void {
+  res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('Cache-Control', 'no-store');
+}
+
+const VENDOR = ['/vendor/vega.min.js', '/vendor/vega-lite.min.js', '/vendor/vega-embed.min.js'];
+
+function shell(title: string, body: string, script: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<link rel="stylesheet" href="/static/style.css">
+${VENDOR.map((src) => `<script src="${escapeHtml(src)}" defer></script>`).join('\n')}
+<script type="module" src="${escapeHtml(script)}"></script>
+</head>
+<body>
+${body}
+</body>
+</html>
+`;
+}
+
+const header = (subtitle: string) => `<header class="top">
+<h1><a href="/" id="home-link">holdscope</a> <span class="sub">${escapeHtml(subtitle)}</span></h1>
+<form id="controls" class="controls" autocomplete="off">
+  <label>range <select name="range" id="range">
+    <option value="15m">last 15m</option><option value="1h">last 1h</option><option value="6h">last 6h</option><option value="24h">last 24h</option><option value="custom">custom</option>
+  </select></label>
+  <label class="custom">from <input type="datetime-local" step="1" name="from" id="from"></label>
+  <label class="custom">to <input type="datetime-local" step="1" name="to" id="to"></label>
+  <label>cluster <select name="cluster" id="cluster"><option value="">all</option></select></label>
+  <label>decode engine <select name="engine" id="engine"><option value="">all</option></select></label>
+  <label>refresh <select name="refresh" id="refresh"><option value="0">off</option><option value="30">30 s</option><option value="60">1 min</option><option value="300">5 min</option></select></label>
+  <button type="submit">apply</button>
+  <span id="status" class="status" role="status"></span>
+</form>
+</header>`;
+
+export function oncallPage(): string {
+  return shell(
+    'holdscope · on-call',
+    `${header('on-call: KV-page holds')}
+<main>
+<section id="flags-section" aria-labelledby="flags-title">
+  <h2 id="flags-title">Flags <span id="flag-count" class="count"></span></h2>
+  <div id="flags" class="flags"><p class="muted">loading…</p></div>
+</section>
+<section class="charts">
+  <figure id="resolution" class="chart"><figcaption>(a) Hold resolution per decode engine <a class="svg-link" data-chart="resolution" href="/charts/resolution.svg">SVG</a></figcaption><div class="vis" id="chart-resolution"></div></figure>
+  <figure id="tails" class="chart"><figcaption>(b) Transfer tails per prefill engine <a class="svg-link" data-chart="tails" href="/charts/tails.svg">SVG</a></figcaption><div class="vis" id="chart-tails"></div></figure>
+  <figure id="kv_pinned" class="chart"><figcaption>(c) KV slots pinned by holds <a class="svg-link" data-chart="kv_pinned" href="/charts/kv_pinned.svg">SVG</a></figcaption><div class="vis" id="chart-kv_pinned"></div></figure>
+  <figure id="pairing" class="chart"><figcaption>(d) Deployment pairing review (prefill version × decode version × backend)</figcaption><div id="pairing-table" class="table-wrap"></div></figure>
+</section>
+</main>`,
+    '/static/oncall.js',
+  );
+}
+
+export function requestPage(requestId: string): string {
+  return shell(
+    `holdscope · request ${requestId}`,
+    `${header('request drilldown')}
+<main>
+<section>
+  <h2>Request <code id="request-id">${escapeHtml(requestId)}</code></h2>
+  <div id="lifecycles" class="table-wrap"><p class="muted">loading…</p></div>
+</section>
+<section class="charts">
+  <figure id="timeline" class="chart wide"><figcaption>Timeline across engines and generations <a id="timeline-svg" href="/charts/timeline.svg?request_id=${escapeHtml(encodeURIComponent(requestId))}">SVG</a></figcaption><div class="vis" id="chart-timeline"></div></figure>
+</section>
+<section>
+  <h2>Late writes and their victims</h2>
+  <div id="victims"><p class="muted">loading…</p></div>
+</section>
+</main>`,
+    '/static/request.js',
+  );
+}
+
+/** The pages, their static script and stylesheet, and the Vega browser builds from node_modules (no CDN). */
+export function createPageRoutes(): express.Router {
+  const router = express.Router();
+  const vendor: Record<string, string> = {
+    'vega.min.js': join(nodeModules, 'vega', 'build', 'vega.min.js'),
+    'vega-lite.min.js': join(nodeModules, 'vega-lite', 'build', 'vega-lite.min.js'),
+    'vega-embed.min.js': join(nodeModules, 'vega-embed', 'build', 'vega-embed.min.js'),
+  };
+  router.get('/vendor/:file', (req: Request, res: Response, next) => {
+    const path = vendor[String(req.params.file)];
+    if (!path) return next();
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.sendFile(path, { maxAge: '1h' });
+  });
+  router.use('/static', express.static(join(here, 'static'), { index: false, maxAge: 0, setHeaders: (res) => res.setHeader('X-Content-Type-Options', 'nosniff') }));
+  router.get('/favicon.ico', (_req, res) => {
+    res.status(204).end();
+  });
+  router.get('/', (_req, res) => {
+    securityHeaders(res);
+    res.type('html').send(oncallPage());
+  });
+  router.get('/requests/:id', (req, res) => {
+    securityHeaders(res);
+    res.type('html').send(requestPage(String(req.params.id)));
+  });
+  return router;
+}
