@@ -1,4 +1,4 @@
-import { ClickHouseError, createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { HoldscopeError, UnavailableError } from './errors.ts';
 
 export type { ClickHouseClient };
@@ -23,7 +23,9 @@ export const CLICKHOUSE_SETTINGS = {
  * process on the same directory fails with code 76 (CANNOT_OPEN_FILE), reported as a non-retriable error.
  */
 export async function createClickHouse(connection: ClickHouseConnection): Promise<ClickHouseClient> {
-  const common = { request_timeout: connection.requestTimeoutMs ?? 60_000, clickhouse_settings: CLICKHOUSE_SETTINGS };
+  // The client's own logger writes multi-line text dumps beside our JSON logs; every failure reaches a caller
+  // as an error anyway, and is logged there with what it means.
+  const common = { request_timeout: connection.requestTimeoutMs ?? 60_000, clickhouse_settings: CLICKHOUSE_SETTINGS, log: { level: ClickHouseLogLevel.OFF } };
   if (connection.url) {
     return createClient({ url: connection.url, username: connection.user ?? 'default', password: connection.password ?? '', ...common });
   }

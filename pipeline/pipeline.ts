@@ -75,9 +75,9 @@ export class Pipeline {
   }
 
   async shutdown(): Promise<void> {
+    await this.lag?.stop();
     // The consumer's disconnect waits for the batches in hand, and they wait for the writer: stop its retries
     // meanwhile, or a ClickHouse outage would keep the process from ever stopping. Rejected batches are not committed.
-    await this.lag?.stop();
     const sourceStopped = this.source?.shutdown();
     await this.writer?.shutdown();
     await sourceStopped;
