@@ -48,7 +48,8 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const config = loadConfig(storageConfigSchema, rest);
   const log = createLogger('serve');
   const client = await openStorage(config, log);
-  const server = await startHttpServer({ port: Number(httpPort ?? 8080), host: '0.0.0.0', client, database: config.database, log });
+  // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request (pages and API).
+  const server = await startHttpServer({ port: Number(httpPort ?? 8080), host: '0.0.0.0', client, database: config.database, log, authToken: process.env.HOLDSCOPE_HTTP_TOKEN || undefined });
   log.info({ url: `http://127.0.0.1:${server.port}/` }, 'serving');
   await waitForSignal();
   await server.close();

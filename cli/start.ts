@@ -48,7 +48,9 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
   const collectorConfig = collectorConfigSchema.parse({ port: options.otlpPort, host: '0.0.0.0', kafkaBrokers: kafkaBrokers || undefined });
   const collector = new Collector(collectorConfig, { log, queue });
   let accepting = false;
-  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting });
+  // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request of the HTTP port (pages and API).
+  const authToken = process.env.HOLDSCOPE_HTTP_TOKEN || undefined;
+  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken });
   const otlpPort = await collector.start();
   accepting = true;
   log.info(
