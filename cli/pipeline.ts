@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { createLogger } from '../common/index.ts';
 import { loadConfig, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema, openStorage } from '../pipeline/index.ts';
 import { createClickHouse } from '../common/index.ts';
-import { startHttpServer } from '../dashboards/index.ts';
+import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
 
 const waitForSignal = () =>
   new Promise<void>((resolve) => {
@@ -49,9 +49,20 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const log = createLogger('serve');
   const client = await openStorage(config, log);
   // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request (pages and API).
-  const server = await startHttpServer({ port: Number(httpPort ?? 8080), host: '0.0.0.0', client, database: config.database, log, authToken: process.env.HOLDSCOPE_HTTP_TOKEN || undefined });
+  const lifecycleMetrics = createLifecycleMetrics({ client, database: config.database, log });
+  lifecycleMetrics.start();
+  const server = await startHttpServer({
+    port: Number(httpPort ?? 8080),
+    host: '0.0.0.0',
+    client,
+    database: config.database,
+    log,
+    authToken: process.env.HOLDSCOPE_HTTP_TOKEN || undefined,
+    metricsRegistry: lifecycleMetrics.registry,
+  });
   log.info({ url: `http://127.0.0.1:${server.port}/` }, 'serving');
   await waitForSignal();
+  lifecycleMetrics.stop();
   await server.close();
   await client.close();
 }

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { Collector, collectorConfigSchema, type SpanQueue } from '../collector/index.ts';
 import { parseConfig, port } from '../common/config.ts';
 import { createLogger } from '../common/index.ts';
-import { startHttpServer } from '../dashboards/index.ts';
+import { Registry } from 'prom-client';
+import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, loadConfig, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { flagName, simulateCommand } from './simulate.ts';
@@ -50,7 +51,10 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
   let accepting = false;
   // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request of the HTTP port (pages and API).
   const authToken = process.env.HOLDSCOPE_HTTP_TOKEN || undefined;
-  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken });
+  const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log });
+  lifecycleMetrics.start();
+  const metricsRegistry = Registry.merge([lifecycleMetrics.registry, metrics.registry, collector.metrics.registry]);
+  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken, metricsRegistry });
   const otlpPort = await collector.start();
   accepting = true;
   log.info(
@@ -77,6 +81,7 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
     }
   } finally {
     log.info('shutting down');
+    lifecycleMetrics.stop();
     await collector.shutdown();
     await pipeline?.shutdown();
     await queue?.flush();

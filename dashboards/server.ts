@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Registry } from 'prom-client';
 import type { ClickHouseClient, Logger } from '../common/index.ts';
 import { createChartRoutes } from './charts/render.ts';
 import { createPageRoutes } from './pages/html.ts';
@@ -19,6 +20,8 @@ export interface HttpServerOptions {
    * `Authorization: Bearer TOKEN` or `?token=TOKEN`. Off (no authentication) by default.
    */
   authToken?: string;
+  /** Served at /metrics in the Prometheus text format (e.g. lifecycle, pipeline and collector metrics merged). */
+  metricsRegistry?: Registry;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -54,6 +57,12 @@ export async function startHttpServer(options: HttpServerOptions): Promise<{ por
   const app = express();
   app.disable('x-powered-by');
   app.use(guard(options.authToken));
+  const registry = options.metricsRegistry;
+  if (registry) {
+    app.get('/metrics', async (_req, res) => {
+      res.type(registry.contentType).send(await registry.metrics());
+    });
+  }
   app.use(createReadApi(options));
   app.use(createChartRoutes(options));
   app.use(createPageRoutes());

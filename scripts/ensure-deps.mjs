@@ -19,6 +19,8 @@ const debianPackages = {
     { name: 'librdkafka-dev', probe: ['/usr/include/librdkafka/rdkafka_mock.h'] },
     { name: 'gcc', probe: ['/usr/bin/gcc'] },
     { name: 'libc6-dev', probe: ['/usr/include/stdio.h'] },
+    // promtool: checks and unit-tests the alerting rules (test/integration/alert-rules.test.ts).
+    { name: 'prometheus', probe: ['/usr/bin/promtool'] },
     // Headless browser for the on-call page test (test/integration/dashboard-browser.test.ts, playwright-core).
     { name: 'chromium', probe: ['/usr/bin/chromium'] },
   ],

@@ -72,6 +72,13 @@ describe('holdscope start', () => {
     const body = (await res.json()) as { lifecycles: { generation: number; admission_outcome: string }[] };
     assert.equal(body.lifecycles[0]?.generation, 0);
     t.diagnostic(`ready in ${s.startedInMs} ms; first lifecycle served ${Date.now() - began} ms later`);
+    const metrics = await fetch(`http://127.0.0.1:${s.httpPort}/metrics`);
+    assert.equal(metrics.status, 200);
+    const text = await metrics.text();
+    for (const family of ['holdscope_hold_timeout_share', 'holdscope_flags', 'holdscope_pipeline_rows_inserted_total', 'holdscope_collector_spans_received_total']) {
+      assert.match(text, new RegExp(`^# TYPE ${family} `, 'm'), family);
+    }
+    assert.match(text, /^holdscope_collector_spans_received_total [1-9]\d*$/m, 'the collector counted the simulated spans');
     assert.equal(await stop(s.child), 0, 'a clean shutdown on SIGINT');
   });
 

@@ -1,0 +1,312 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { ClickHouseClient, Logger } from '../common/index.ts';
+import { computeFlags, flagThresholdsSchema, runQuery, type FlagThresholds } from '../queries/index.ts';
+
+/**
+ * Lifecycle gauges for Prometheus: the named queries of queries/sql run over [now - window, now] on each
+ * refresh, and their results replace the previous values. Labels are bounded: cluster, engine ids, backend,
+ * resolution, flag kind and severity; never request ids.
+ */
+export interface LifecycleMetricsOptions {
+  client: ClickHouseClient;
+  database: string;
+  registry?: Registry;
+  /** Width of the window every gauge covers (default 15 minutes). */
+  windowMs?: number;
+  log: Logger;
+  /** One cluster, or all when empty (default). */
+  cluster?: string;
+  /** How far back an open hold is still counted by the open-holds gauges (default 6 hours, at least the window). */
+  openHoldLookbackMs?: number;
+  /** Detection thresholds for the flag counts and the open-past-timeout grace (defaults of flagThresholdsSchema). */
+  thresholds?: Partial<FlagThresholds>;
+  /** The clock, for tests (default Date.now). */
+  now?: () => number;
+}
+
+export interface LifecycleMetrics {
+  registry: Registry;
+  /** Runs the queries and replaces the gauges; never rejects: a failure is logged and counted, and the previous values stay. */
+  refresh(): Promise<void>;
+  /** Refreshes now and every intervalMs (the timer does not keep the process alive). */
+  start(intervalMs?: number): void;
+  stop(): void;
+}
+
+interface ResolutionRow {
+  cluster: string;
+  decode_engine: string;
+  holds: number;
+  drained: number;
+  timeouts: number;
+  open: number;
+}
+
+interface TailRow {
+  cluster: string;
+  prefill_engine: string;
+  backend: string;
+  holds: number;
+  p99_ms: number;
+  timeout_ms: number;
+  over_timeout: number;
+}
+
+interface PinnedRow {
+  cluster: string;
+  decode_engine: string;
+  window_start: string;
+  aborts: number;
+  peak_pinned_slots: number;
+  capacity_slots: number;
+}
+
+interface OpenRow {
+  cluster: string;
+  decode_engine: string;
+  open: number;
+  open_past_timeout: number;
+}
+
+const KV_WINDOW_MS = 10_000;
+
+function describeWindow(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return `${ms / 1000}s`;
+}
+
+const median = (xs: number[]) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+const num = (x: unknown) => {
+  const n = Number(x);
+  return Number.isFinite(n) ? n : 0;
+};
+
+export function createLifecycleMetrics(options: LifecycleMetricsOptions): LifecycleMetrics {
+  const { client, database, log } = options;
+  const registry = options.registry ?? new Registry();
+  const windowMs = options.windowMs ?? 15 * 60_000;
+  const lookbackMs = Math.max(windowMs, options.openHoldLookbackMs ?? 6 * 3_600_000);
+  const thresholds = flagThresholdsSchema.parse(options.thresholds ?? {});
+  const now = options.now ?? Date.now;
+  const cluster = options.cluster ?? '';
+  const w = `over the last ${describeWindow(windowMs)}`;
+  const registers = [registry];
+
+  const resolutions = new Gauge({
+    name: 'holdscope_hold_resolutions',
+    help: `Holds started ${w}, per decode engine, by resolution (drained, timeout, open)`,
+    labelNames: ['cluster', 'decode_engine', 'resolution'],
+    registers,
+  });
+  const timeoutShare = new Gauge({
+    name: 'holdscope_hold_timeout_share',
+    help: `Share of the holds started ${w} and resolved that resolved by timeout, per decode engine (0..1)`,
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const tailP99 = new Gauge({
+    name: 'holdscope_transfer_tail_p99_ms',
+    help: `p99 transfer tail (last successful write completion minus ABORT, ms) of holds started ${w}, per prefill engine and backend`,
+    labelNames: ['cluster', 'prefill_engine', 'backend'],
+    registers,
+  });
+  const tailTimeout = new Gauge({
+    name: 'holdscope_transfer_tail_hold_timeout_ms',
+    help: `Largest hold timeout (ms) of the holds behind holdscope_transfer_tail_p99_ms ${w}, per prefill engine and backend`,
+    labelNames: ['cluster', 'prefill_engine', 'backend'],
+    registers,
+  });
+  const tailHolds = new Gauge({
+    name: 'holdscope_transfer_tail_holds',
+    help: `Holds with a transfer tail started ${w} (the sample size of the p99), per prefill engine and backend`,
+    labelNames: ['cluster', 'prefill_engine', 'backend'],
+    registers,
+  });
+  const tailOverTimeout = new Gauge({
+    name: 'holdscope_transfer_tail_over_timeout',
+    help: `Holds started ${w} whose transfer tail outlasted their own hold timeout, per prefill engine and backend`,
+    labelNames: ['cluster', 'prefill_engine', 'backend'],
+    registers,
+  });
+  const pinnedFraction = new Gauge({
+    name: 'holdscope_kv_pinned_fraction',
+    help: 'Peak share of KV capacity pinned by holds in the latest complete 10 s window, per decode engine (0..1; engines active ' + w + ')',
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const windowAborts = new Gauge({
+    name: 'holdscope_kv_window_aborts',
+    help: 'Aborts (holds started) in the latest complete 10 s window, per decode engine (engines active ' + w + ')',
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const trailingAborts = new Gauge({
+    name: 'holdscope_kv_aborts_trailing_median',
+    help: `Median aborts per 10 s window over the ${thresholds.stormTrailingWindows} windows before the latest complete one, per decode engine (the abort-storm baseline)`,
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const openHolds = new Gauge({
+    name: 'holdscope_open_holds',
+    help: `Holds still open (KV pinned, no release yet), started over the last ${describeWindow(lookbackMs)}, per decode engine`,
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const openPastTimeout = new Gauge({
+    name: 'holdscope_open_holds_past_timeout',
+    help: `Holds open longer than their timeout plus ${thresholds.openHoldGraceMs} ms grace, started over the last ${describeWindow(lookbackMs)}, per decode engine`,
+    labelNames: ['cluster', 'decode_engine'],
+    registers,
+  });
+  const flags = new Gauge({
+    name: 'holdscope_flags',
+    help: `Flags (as /api/flags computes them) ${w}, by cluster, kind and severity`,
+    labelNames: ['cluster', 'kind', 'severity'],
+    registers,
+  });
+  const refreshTimestamp = new Gauge({
+    name: 'holdscope_metrics_refresh_timestamp_seconds',
+    help: 'Unix time of the last successful refresh of the holdscope lifecycle gauges',
+    registers,
+  });
+  const refreshDuration = new Gauge({
+    name: 'holdscope_metrics_refresh_duration_seconds',
+    help: 'How long the last successful refresh of the holdscope lifecycle gauges took',
+    registers,
+  });
+  const refreshFailures = new Counter({
+    name: 'holdscope_metrics_refresh_failures_total',
+    help: 'Refreshes of the holdscope lifecycle gauges that failed (the previous values were kept)',
+    registers,
+  });
+
+  const all = [resolutions, timeoutShare, tailP99, tailTimeout, tailHolds, tailOverTimeout, pinnedFraction, windowAborts, trailingAborts, openHolds, openPastTimeout, flags];
+
+  async function collect() {
+    const t = now();
+    const from = new Date(t - windowMs).toISOString();
+    const to = new Date(t).toISOString();
+    const params = { from, to, cluster };
+    // The seconds just before `to` are sampled by kv_pinned too, so the latest complete window is known in full.
+    const [mix, tails, pinned, open, flagList] = await Promise.all([
+      runQuery<ResolutionRow>(client, database, 'resolution_mix', { ...params, bucket_seconds: String(Math.max(1, Math.ceil(windowMs / 1000))) }),
+      runQuery<TailRow>(client, database, 'transfer_tails', params),
+      runQuery<PinnedRow>(client, database, 'kv_pinned', params),
+      runQuery<OpenRow>(client, database, 'open_holds', { ...params, from: new Date(t - lookbackMs).toISOString(), open_hold_grace_ms: String(thresholds.openHoldGraceMs) }),
+      computeFlags(client, database, { from, to, cluster }, thresholds),
+    ]);
+    return { t, mix, tails, pinned, open, flagList };
+  }
+
+  function apply({ t, mix, tails, pinned, open, flagList }: Awaited<ReturnType<typeof collect>>): void {
+    for (const g of all) g.reset();
+
+    // resolution_mix buckets by time: a window-wide bucket may still straddle two buckets, so sum per engine.
+    const engines = new Map<string, { cluster: string; decode_engine: string; drained: number; timeouts: number; open: number }>();
+    const engineKey = (c: string, e: string) => JSON.stringify([c, e]);
+    for (const row of mix) {
+      const key = engineKey(row.cluster, row.decode_engine);
+      const e = engines.get(key) ?? { cluster: row.cluster, decode_engine: row.decode_engine, drained: 0, timeouts: 0, open: 0 };
+      e.drained += num(row.drained);
+      e.timeouts += num(row.timeouts);
+      e.open += num(row.open);
+      engines.set(key, e);
+    }
+    for (const e of engines.values()) {
+      const labels = { cluster: e.cluster, decode_engine: e.decode_engine };
+      resolutions.set({ ...labels, resolution: 'drained' }, e.drained);
+      resolutions.set({ ...labels, resolution: 'timeout' }, e.timeouts);
+      resolutions.set({ ...labels, resolution: 'open' }, e.open);
+      if (e.drained + e.timeouts > 0) timeoutShare.set(labels, e.timeouts / (e.drained + e.timeouts));
+    }
+
+    for (const row of tails) {
+      const labels = { cluster: row.cluster, prefill_engine: row.prefill_engine, backend: row.backend };
+      tailP99.set(labels, num(row.p99_ms));
+      tailTimeout.set(labels, num(row.timeout_ms));
+      tailHolds.set(labels, num(row.holds));
+      tailOverTimeout.set(labels, num(row.over_timeout));
+    }
+
+    // The latest complete 10 s window, and the dense abort series of the windows before it.
+    const latest = Math.floor(t / KV_WINDOW_MS) * KV_WINDOW_MS - KV_WINDOW_MS;
+    const byEngine = new Map<string, PinnedRow[]>();
+    for (const row of pinned) {
+      const key = engineKey(row.cluster, row.decode_engine);
+      byEngine.set(key, [...(byEngine.get(key) ?? []), row]);
+    }
+    for (const rows of byEngine.values()) {
+      const first = rows[0] as PinnedRow;
+      const labels = { cluster: first.cluster, decode_engine: first.decode_engine };
+      const at = new Map(rows.map((r) => [Date.parse(r.window_start), r]));
+      const capacity = Math.max(...rows.map((r) => num(r.capacity_slots)));
+      const current = at.get(latest);
+      windowAborts.set(labels, num(current?.aborts));
+      if (capacity > 0) pinnedFraction.set(labels, num(current?.peak_pinned_slots) / capacity);
+      const trailing: number[] = [];
+      for (let k = thresholds.stormTrailingWindows; k >= 1; k--) {
+        const start = latest - k * KV_WINDOW_MS;
+        if (start >= t - windowMs - KV_WINDOW_MS) trailing.push(num(at.get(start)?.aborts));
+      }
+      trailingAborts.set(labels, median(trailing));
+    }
+
+    // Engines seen in the window read 0 open holds rather than vanishing.
+    for (const e of engines.values()) {
+      openHolds.set({ cluster: e.cluster, decode_engine: e.decode_engine }, 0);
+      openPastTimeout.set({ cluster: e.cluster, decode_engine: e.decode_engine }, 0);
+    }
+    for (const row of open) {
+      const labels = { cluster: row.cluster, decode_engine: row.decode_engine };
+      openHolds.set(labels, num(row.open));
+      openPastTimeout.set(labels, num(row.open_past_timeout));
+    }
+
+    for (const f of flagList) flags.inc({ cluster: f.cluster, kind: f.kind, severity: f.severity });
+  }
+
+  let inFlight: Promise<void> | undefined;
+  async function refreshOnce(): Promise<void> {
+    const started = Date.now();
+    try {
+      const results = await collect();
+      apply(results);
+      refreshTimestamp.set(results.t / 1000);
+      refreshDuration.set((Date.now() - started) / 1000);
+    } catch (error) {
+      refreshFailures.inc();
+      log.warn({ err: error instanceof Error ? error.message : String(error), database }, 'lifecycle metrics refresh failed; keeping the previous values');
+    }
+  }
+
+  function refresh(): Promise<void> {
+    // A refresh still running answers for the next caller too: queries never pile up behind a slow ClickHouse.
+    inFlight ??= refreshOnce().finally(() => {
+      inFlight = undefined;
+    });
+    return inFlight;
+  }
+
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    registry,
+    refresh,
+    start(intervalMs = 15_000) {
+      if (timer) return;
+      void refresh();
+      timer = setInterval(() => void refresh(), intervalMs);
+      timer.unref();
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}
