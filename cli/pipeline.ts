@@ -3,6 +3,7 @@ import { createLogger } from '../common/index.ts';
 import { loadConfig, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema, openStorage } from '../pipeline/index.ts';
 import { createClickHouse } from '../common/index.ts';
 import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
+import { loadFlagThresholds } from '../queries/index.ts';
 
 const waitForSignal = () =>
   new Promise<void>((resolve) => {
@@ -49,7 +50,8 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const log = createLogger('serve');
   const client = await openStorage(config, log);
   // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request (pages and API).
-  const lifecycleMetrics = createLifecycleMetrics({ client, database: config.database, log });
+  const flagThresholds = loadFlagThresholds();
+  const lifecycleMetrics = createLifecycleMetrics({ client, database: config.database, log, thresholds: flagThresholds });
   lifecycleMetrics.start();
   const server = await startHttpServer({
     port: Number(httpPort ?? 8080),
@@ -59,6 +61,7 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
     log,
     authToken: process.env.HOLDSCOPE_HTTP_TOKEN || undefined,
     metricsRegistry: lifecycleMetrics.registry,
+    flagThresholds,
   });
   log.info({ url: `http://127.0.0.1:${server.port}/` }, 'serving');
   await waitForSignal();

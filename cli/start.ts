@@ -5,6 +5,7 @@ import { parseConfig, port } from '../common/config.ts';
 import { createLogger } from '../common/index.ts';
 import { Registry } from 'prom-client';
 import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
+import { loadFlagThresholds } from '../queries/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, loadConfig, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { flagName, simulateCommand } from './simulate.ts';
@@ -51,10 +52,11 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
   let accepting = false;
   // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request of the HTTP port (pages and API).
   const authToken = process.env.HOLDSCOPE_HTTP_TOKEN || undefined;
-  const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log });
+  const flagThresholds = loadFlagThresholds();
+  const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds });
   lifecycleMetrics.start();
   const metricsRegistry = Registry.merge([lifecycleMetrics.registry, metrics.registry, collector.metrics.registry]);
-  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken, metricsRegistry });
+  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken, metricsRegistry, flagThresholds });
   const otlpPort = await collector.start();
   accepting = true;
   log.info(

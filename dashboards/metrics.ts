@@ -1,6 +1,6 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ClickHouseClient, Logger } from '../common/index.ts';
-import { computeFlags, flagThresholdsSchema, runQuery, type FlagThresholds } from '../queries/index.ts';
+import { computeFlags, flagThresholdsSchema, runQuery, type FlagThresholds, type PinnedRow, type TailRow } from '../queries/index.ts';
 
 /**
  * Lifecycle gauges for Prometheus: the named queries of queries/sql run over [now - window, now] on each
@@ -40,25 +40,6 @@ interface ResolutionRow {
   drained: number;
   timeouts: number;
   open: number;
-}
-
-interface TailRow {
-  cluster: string;
-  prefill_engine: string;
-  backend: string;
-  holds: number;
-  p99_ms: number;
-  timeout_ms: number;
-  over_timeout: number;
-}
-
-interface PinnedRow {
-  cluster: string;
-  decode_engine: string;
-  window_start: string;
-  aborts: number;
-  peak_pinned_slots: number;
-  capacity_slots: number;
 }
 
 interface OpenRow {

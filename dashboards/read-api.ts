@@ -1,6 +1,6 @@
 import express, { type Request, type Response } from 'express';
 import { HoldscopeError, InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { computeFlags, getQuery, listQueries, runQuery } from '../queries/index.ts';
+import { computeFlags, getQuery, listQueries, runQuery, type FlagThresholds } from '../queries/index.ts';
 
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
 function stringParams(query: Request['query']): Record<string, string> {
@@ -18,6 +18,8 @@ export interface ReadApiOptions {
   log: Logger;
   /** Answers /healthz: 200 only once this says the stack accepts spans. */
   ready?: () => boolean;
+  /** Detection thresholds (defaults of flagThresholdsSchema when absent). */
+  flagThresholds?: FlagThresholds;
 }
 
 function sendError(res: Response, log: Logger, error: unknown): void {
@@ -32,7 +34,7 @@ function sendError(res: Response, log: Logger, error: unknown): void {
 }
 
 /** The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. */
-export function createReadApi({ client, database, log, ready }: ReadApiOptions): express.Router {
+export function createReadApi({ client, database, log, ready, flagThresholds }: ReadApiOptions): express.Router {
   const router = express.Router();
   router.get('/healthz', (_req, res) => {
     const ok = ready ? ready() : true;
@@ -57,7 +59,7 @@ export function createReadApi({ client, database, log, ready }: ReadApiOptions):
       const { from, to, cluster, ...rest } = stringParams(req.query);
       if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster`);
       if (!from || !to) throw new InputError('from and to are required, as ISO 8601 times');
-      res.json({ flags: await computeFlags(client, database, { from, to, cluster }) });
+      res.json({ flags: await computeFlags(client, database, { from, to, cluster }, flagThresholds) });
     } catch (error) {
       sendError(res, log, error);
     }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Registry } from 'prom-client';
 import type { ClickHouseClient, Logger } from '../common/index.ts';
+import type { FlagThresholds } from '../queries/index.ts';
 import { createChartRoutes } from './charts/render.ts';
 import { createPageRoutes } from './pages/html.ts';
 import { createReadApi } from './read-api.ts';
@@ -20,6 +21,8 @@ export interface HttpServerOptions {
    * `Authorization: Bearer TOKEN` or `?token=TOKEN`. Off (no authentication) by default.
    */
   authToken?: string;
+  /** Detection thresholds of /api/flags and the charts (defaults when absent). */
+  flagThresholds?: FlagThresholds;
   /** Served at /metrics in the Prometheus text format (e.g. lifecycle, pipeline and collector metrics merged). */
   metricsRegistry?: Registry;
 }

@@ -10,7 +10,8 @@ export function wilsonLowerBound(successes: number, n: number, z = 1.96): number
   return (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n);
 }
 
-interface GroupRow {
+/** A row of hold_resolution_groups.sql. */
+export interface GroupRow {
   scope_kind: 'decode_engine' | 'backend' | 'version_pair' | 'pairing';
   cluster: string;
   decode_engine: string;
@@ -23,7 +24,8 @@ interface GroupRow {
   open: number;
 }
 
-interface TailRow {
+/** A row of transfer_tails.sql. */
+export interface TailRow {
   cluster: string;
   prefill_engine: string;
   backend: string;
@@ -36,7 +38,8 @@ interface TailRow {
   over_timeout: number;
 }
 
-interface PinnedRow {
+/** A row of kv_pinned.sql. */
+export interface PinnedRow {
   cluster: string;
   decode_engine: string;
   window_start: string;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { ClickHouseClient } from '../common/index.ts';
+import { parseConfig } from '../common/config.ts';
+import { ConfigError, type ClickHouseClient } from '../common/index.ts';
 import { distributionFlags } from './distribution.ts';
 import { runQuery } from './runner.ts';
 
@@ -44,6 +45,25 @@ export const flagThresholdsSchema = z.object({
   pinnedCapacityShare: z.coerce.number().min(0).max(1).default(0.2),
 });
 export type FlagThresholds = z.output<typeof flagThresholdsSchema>;
+
+/**
+ * Thresholds from HOLDSCOPE_FLAG_THRESHOLDS, a JSON object of the keys above (e.g. `{"timeoutHeavyShare":0.1}`),
+ * validated at start-up: a bad key or value stops the process with a message naming it.
+ */
+export function loadFlagThresholds(env: NodeJS.ProcessEnv = process.env): FlagThresholds {
+  const text = env.HOLDSCOPE_FLAG_THRESHOLDS;
+  if (!text) return flagThresholdsSchema.parse({});
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new ConfigError(`HOLDSCOPE_FLAG_THRESHOLDS: expected a JSON object, got ${JSON.stringify(text.slice(0, 60))}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('HOLDSCOPE_FLAG_THRESHOLDS: expected a JSON object');
+  const unknown = Object.keys(raw).filter((k) => !(k in flagThresholdsSchema.shape));
+  if (unknown.length > 0) throw new ConfigError(`HOLDSCOPE_FLAG_THRESHOLDS: unknown key(s) ${unknown.join(', ')}; known: ${Object.keys(flagThresholdsSchema.shape).join(', ')}`);
+  return parseConfig(flagThresholdsSchema, raw as Record<string, unknown>, (key) => `HOLDSCOPE_FLAG_THRESHOLDS.${key}`);
+}
 
 export interface FlagWindow {
   from: string;

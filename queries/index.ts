@@ -1,2 +1,3 @@
 export { listQueries, getQuery, bindParams, runQuery, parseQueryFile, type QueryDefinition, type QueryParam } from './runner.ts';
-export { computeFlags, flagThresholdsSchema, type Flag, type FlagThresholds, type FlagWindow, type Severity } from './flags.ts';
+export { computeFlags, flagThresholdsSchema, loadFlagThresholds, type Flag, type FlagThresholds, type FlagWindow, type Severity } from './flags.ts';
+export { wilsonLowerBound, type GroupRow, type PinnedRow, type TailRow } from './distribution.ts';

@@ -2,7 +2,7 @@ import express, { type Request, type Response } from 'express';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { HoldscopeError, InputError, type ClickHouseClient, type Logger } from '../../common/index.ts';
-import { flagThresholdsSchema, runQuery } from '../../queries/index.ts';
+import { flagThresholdsSchema, runQuery, type FlagThresholds } from '../../queries/index.ts';
 import { CHART_NAMES, kvPinnedSpec, resolutionSpec, tailsSpec, timelineSpec, type ChartName } from './specs.ts';
 
 type Row = Record<string, unknown>;
@@ -23,8 +23,13 @@ export function chartWindow(query: Request['query']): { from: string; to: string
 }
 
 /** Runs the chart's named queries and builds its Vega-Lite spec (the same function for the page and the SVG). */
-export async function buildChart(client: ClickHouseClient, database: string, name: ChartName, query: Request['query']): Promise<TopLevelSpec> {
-  const t = flagThresholdsSchema.parse({});
+export async function buildChart(
+  client: ClickHouseClient,
+  database: string,
+  name: ChartName,
+  query: Request['query'],
+  t: FlagThresholds = flagThresholdsSchema.parse({}),
+): Promise<TopLevelSpec> {
   if (name === 'timeline') {
     const requestId = typeof query.request_id === 'string' ? query.request_id : '';
     if (!requestId) throw new InputError('request_id is required');
@@ -82,7 +87,7 @@ function sendError(res: Response, log: Logger, error: unknown): void {
 }
 
 /** GET /charts/:name.json (the Vega-Lite spec, data inline) and GET /charts/:name.svg (the same spec, rendered). */
-export function createChartRoutes({ client, database, log }: { client: ClickHouseClient; database: string; log: Logger }): express.Router {
+export function createChartRoutes({ client, database, log, flagThresholds }: { client: ClickHouseClient; database: string; log: Logger; flagThresholds?: FlagThresholds }): express.Router {
   const router = express.Router();
   router.get('/charts/:file', async (req: Request, res: Response) => {
     const match = /^([a-z_]+)\.(json|svg)$/.exec(String(req.params.file));
@@ -92,7 +97,7 @@ export function createChartRoutes({ client, database, log }: { client: ClickHous
       return;
     }
     try {
-      const spec = await buildChart(client, database, name, req.query);
+      const spec = await buildChart(client, database, name, req.query, flagThresholds);
       res.setHeader('Cache-Control', 'no-store');
       if (match[2] === 'json') {
         res.json(spec);

@@ -35,3 +35,14 @@ describe('named queries', () => {
     assert.equal(formatRows([{ a: 'x,"y"' }], 'csv'), 'a\n"x,""y"""\n');
   });
 });
+
+describe('flag thresholds from HOLDSCOPE_FLAG_THRESHOLDS', () => {
+  it('takes documented keys, and names a bad key or value', async () => {
+    const { loadFlagThresholds } = await import('../../queries/index.ts');
+    assert.equal(loadFlagThresholds({}).timeoutHeavyShare, 0.05);
+    assert.equal(loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavyShare":0.1}' }).timeoutHeavyShare, 0.1);
+    assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavy":0.1}' }), /unknown key\(s\) timeoutHeavy/);
+    assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavyShare":2}' }), /HOLDSCOPE_FLAG_THRESHOLDS\.timeoutHeavyShare/);
+    assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: 'nope' }), /expected a JSON object/);
+  });
+});
