@@ -1,6 +1,7 @@
 import express, { type Request, type Response } from 'express';
-import { HoldscopeError, InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import { InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
 import { computeFlags, getQuery, listQueries, runQuery, type FlagThresholds } from '../queries/index.ts';
+import { sendError } from './http-errors.ts';
 
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
 function stringParams(query: Request['query']): Record<string, string> {
@@ -22,16 +23,6 @@ export interface ReadApiOptions {
   flagThresholds?: FlagThresholds;
 }
 
-function sendError(res: Response, log: Logger, error: unknown): void {
-  if (error instanceof InputError) {
-    res.status(400).json({ error: error.message });
-    return;
-  }
-  const retriable = error instanceof HoldscopeError && error.retriable;
-  log.error({ err: error instanceof Error ? error.message : String(error) }, 'read API request failed');
-  if (retriable) res.setHeader('Retry-After', '5');
-  res.status(retriable ? 503 : 500).json({ error: retriable ? 'ClickHouse unavailable' : 'internal error' });
-}
 
 /** The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. */
 export function createReadApi({ client, database, log, ready, flagThresholds }: ReadApiOptions): express.Router {
@@ -51,7 +42,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
       }
       res.json({ request_id: requestId, lifecycles });
     } catch (error) {
-      sendError(res, log, error);
+      sendError(res, log, error, 'read API request');
     }
   });
   router.get('/api/flags', async (req: Request, res: Response) => {
@@ -61,7 +52,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
       if (!from || !to) throw new InputError('from and to are required, as ISO 8601 times');
       res.json({ flags: await computeFlags(client, database, { from, to, cluster }, flagThresholds) });
     } catch (error) {
-      sendError(res, log, error);
+      sendError(res, log, error, 'read API request');
     }
   });
   router.get('/api/queries', (_req, res) => {
@@ -72,7 +63,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
       getQuery(String(req.params.name));
       res.json({ rows: await runQuery(client, database, String(req.params.name), stringParams(req.query)) });
     } catch (error) {
-      sendError(res, log, error);
+      sendError(res, log, error, 'read API request');
     }
   });
   return router;

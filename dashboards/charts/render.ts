@@ -1,9 +1,10 @@
 import express, { type Request, type Response } from 'express';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { HoldscopeError, InputError, type ClickHouseClient, type Logger } from '../../common/index.ts';
+import { InputError, type ClickHouseClient, type Logger } from '../../common/index.ts';
 import { flagThresholdsSchema, runQuery, type FlagThresholds } from '../../queries/index.ts';
 import { CHART_NAMES, kvPinnedSpec, resolutionSpec, tailsSpec, timelineSpec, type ChartName } from './specs.ts';
+import { sendError } from '../http-errors.ts';
 
 type Row = Record<string, unknown>;
 const DEFAULT_RANGE_MS = 3_600_000;
@@ -75,16 +76,6 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   }
 }
 
-function sendError(res: Response, log: Logger, error: unknown): void {
-  if (error instanceof InputError) {
-    res.status(400).json({ error: error.message });
-    return;
-  }
-  const retriable = error instanceof HoldscopeError && error.retriable;
-  log.error({ err: error instanceof Error ? error.message : String(error) }, 'chart request failed');
-  if (retriable) res.setHeader('Retry-After', '5');
-  res.status(retriable ? 503 : 500).json({ error: retriable ? 'ClickHouse unavailable' : 'internal error' });
-}
 
 /** GET /charts/:name.json (the Vega-Lite spec, data inline) and GET /charts/:name.svg (the same spec, rendered). */
 export function createChartRoutes({ client, database, log, flagThresholds }: { client: ClickHouseClient; database: string; log: Logger; flagThresholds?: FlagThresholds }): express.Router {
@@ -105,7 +96,7 @@ export function createChartRoutes({ client, database, log, flagThresholds }: { c
       }
       res.type('image/svg+xml').send(await renderSvg(spec));
     } catch (error) {
-      sendError(res, log, error);
+      sendError(res, log, error, 'chart request');
     }
   });
   return router;
