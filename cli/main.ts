@@ -52,6 +52,7 @@ program
   .option('--dead-letter-topic <name>', 'topic for rejected spans (default pd-spans-dead-letter)')
   .option('--topic-partitions <n>', 'partitions when creating the topic (default 12)')
   .option('--topic-retention-ms <ms>', 'retention.ms when creating the topics (default 7 days)')
+  .option('--topic-replication-factor <n>', "replication factor when creating the topics (default -1: the broker's)")
   .option('--max-body-bytes <n>', 'largest body after decompression (default 16 MiB)')
   .option('--max-spans-per-request <n>', 'most spans in one request (default 50000)')
   .option('--max-attribute-length <n>', 'longest string or array attribute of a PD span (default 4096)')
