@@ -16,20 +16,19 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { CLICKHOUSE_SETTINGS } from '../../common/clickhouse.ts';
+import { detachWithStderrTail } from './detached.ts';
 
 const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SCRIPT = join(PROJECT_ROOT, 'scripts', 'chdb-server.mjs');
 
 const READY_TIMEOUT_MS = 30_000;
 const TERM_GRACE_MS = 5_000;
-const STDERR_KEEP_CHARS = 16_384;
 
 export interface ClickHouseServerOptions {
   /** Data directory (created if missing). Default: a fresh temporary directory, removed when the process exits. */
@@ -90,17 +89,7 @@ async function spawnServer(path: string, port: number, onExit: (exit: { code: nu
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   live.add(child);
-  // Neither the child nor its pipes keep the test process alive; call stop() in an after hook all the same.
-  for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as unknown as Socket).unref();
-  child.unref();
-  child.stdin.on('error', () => {}); // EPIPE after the child died: reported through 'exit' instead
-
-  let stderr = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-STDERR_KEEP_CHARS);
-  });
-  const describeStderr = (): string => (stderr.trim() ? `; stderr:\n${stderr.trim()}` : '; stderr was empty');
+  const describeStderr = detachWithStderrTail(child);
 
   let exitText: string | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {

@@ -13,11 +13,11 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import type { Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel, type ConsumerConfig } from 'kafkajs';
+import { detachWithStderrTail } from './detached.ts';
 
 const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SOURCE = join(PROJECT_ROOT, 'scripts', 'kafka-mock', 'kafka-mock.c');
@@ -29,7 +29,6 @@ const READY_TIMEOUT_MS = 10_000;
 const COMMAND_TIMEOUT_MS = 5_000;
 const QUIT_GRACE_MS = 2_000;
 const TERM_GRACE_MS = 2_000;
-const STDERR_KEEP_CHARS = 16_384;
 
 /** Consumer session timeout that lets the mock complete group joins quickly (2 s never completes one). */
 export const KAFKA_TEST_SESSION_TIMEOUT_MS = 6000;
@@ -124,16 +123,7 @@ export async function startKafkaMock(options: KafkaMockOptions = {}): Promise<Ka
 
   const child = spawn(ensureKafkaMockBinary(), args, { stdio: ['pipe', 'pipe', 'pipe'] });
   track(child);
-  for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as unknown as Socket).unref();
-  child.unref();
-  child.stdin.on('error', () => {}); // EPIPE after the child died: reported through 'exit' instead
-
-  let stderr = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-STDERR_KEEP_CHARS);
-  });
-  const describeStderr = (): string => (stderr.trim() ? `; stderr:\n${stderr.trim()}` : '; stderr was empty');
+  const describeStderr = detachWithStderrTail(child);
 
   let exited: string | undefined;
   const exitedPromise = new Promise<void>((resolve) => {
