@@ -53,10 +53,13 @@ program
   .option('--topic-partitions <n>', 'partitions when creating the topic (default 12)')
   .option('--topic-retention-ms <ms>', 'retention.ms when creating the topics (default 7 days)')
   .option('--topic-replication-factor <n>', "replication factor when creating the topics (default -1: the broker's)")
-  .option('--max-body-bytes <n>', 'largest body after decompression (default 16 MiB)')
+  .option('--max-body-bytes <n>', 'largest body after decompression (default 4 MiB)')
   .option('--max-spans-per-request <n>', 'most spans in one request (default 50000)')
-  .option('--max-attribute-length <n>', 'longest string or array attribute of a PD span (default 4096)')
+  .option('--max-attribute-length <n>', 'longest attribute value of a PD span or its resource: characters, bytes, or values nested ones counted (default 4096)')
+  .option('--max-attributes <n>', 'most attributes on a PD span or its resource (default 128)')
+  .option('--max-message-bytes <n>', 'largest Kafka record batch produced, so each message (default 1000000)')
   .option('--max-pending-spans <n>', 'spans waiting for Kafka before answering 429 (default 200000)')
+  .option('--max-pending-bytes <n>', 'bytes of messages waiting for Kafka before answering 429 (default 64 MiB)')
   .option('--produce-timeout-ms <ms>', 'how long a request waits for Kafka before 503 (default 10000)')
   .option('--auth-token <token>', 'bearer token required on requests (HOLDSCOPE_COLLECTOR_TOKEN)')
   .action(async (opts: Record<string, unknown>) => {
@@ -72,9 +75,13 @@ addStorageOptions(
     .option('--group-id <id>', 'consumer group (default holdscope-pipeline)')
     .option('--max-batch-rows <n>', 'rows per INSERT (default 50000)')
     .option('--linger-ms <ms>', 'how long rows wait for more before an INSERT (default 200)')
-    .option('--partitions-consumed-concurrently <n>', 'partitions processed at once (default 4)')
+    .option('--partitions-consumed-concurrently <n>', 'partitions processed at once (default 8)')
+    .option('--max-bytes-per-partition <n>', 'bytes fetched per partition per request (default 2 MiB)')
     .option('--session-timeout-ms <ms>', 'Kafka consumer group session timeout (default 30000)')
     .option('--heartbeat-interval-ms <ms>', 'Kafka consumer heartbeat interval (default 3000)')
+    .option('--fetch-max-wait-ms <ms>', 'longest a Kafka fetch waits for data; bounds freshness on quiet partitions (default 500)')
+    .option('--rebalance-timeout-ms <ms>', 'how long the group waits for members to rejoin in a rebalance; bounds a SIGTERM during a join (default 20000)')
+    .option('--shutdown-timeout-ms <ms>', 'after SIGTERM/SIGINT, exit with status 1 if stopping takes longer (default 30000)')
     .option('--metrics-port <port>', 'port of /metrics and /healthz', '9465'),
 ).action(async (opts: Record<string, unknown>) => {
   await pipelineCommand(opts);

@@ -25,9 +25,37 @@ export async function pipelineCommand(flags: Record<string, unknown>): Promise<v
   });
   metricsServer.listen(Number(metricsPort ?? 9465));
   await waitForSignal();
-  log.info('shutting down');
+  log.info({ shutdownTimeoutMs: config.shutdownTimeoutMs }, 'shutting down');
   metricsServer.close();
-  await pipeline.shutdown();
+  const outcome = await stopWithin(config.shutdownTimeoutMs, (waitingFor) => pipeline.shutdown(waitingFor));
+  if (!outcome.stopped) {
+    // Nothing is lost by leaving now: offsets are committed only after ClickHouse has the rows, so batches in hand
+    // are read again by the partitions' next owner.
+    log.error(
+      { shutdownTimeoutMs: config.shutdownTimeoutMs, waitingFor: outcome.waitingFor },
+      `shutdown did not finish within ${config.shutdownTimeoutMs} ms; exiting anyway, still waiting for: ${outcome.waitingFor.join('; ') || 'nothing known'}`,
+    );
+    process.exit(1);
+  }
+}
+
+/**
+ * Runs `stop`, giving up after `ms`: then says what it was still waiting for (the entries `stop` keeps in the set it is
+ * given, see Pipeline.shutdown). A stop that fails within the deadline rejects.
+ */
+export async function stopWithin(ms: number, stop: (waitingFor: Set<() => string>) => Promise<void>): Promise<{ stopped: true } | { stopped: false; waitingFor: string[] }> {
+  const waitingFor = new Set<() => string>();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'deadline'>((resolve) => {
+    timer = setTimeout(() => resolve('deadline'), ms);
+  });
+  try {
+    const first = await Promise.race([stop(waitingFor).then(() => 'stopped' as const), deadline]);
+    if (first === 'stopped') return { stopped: true };
+    return { stopped: false, waitingFor: [...waitingFor].map((describe) => describe()) };
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** `holdscope migrate`: create or upgrade the schema, then exit. */

@@ -24,14 +24,36 @@ export const collectorConfigSchema = z.object({
   topicReplicationFactor: z.coerce.number().int().min(-1).default(-1),
   /** retention.ms when the collector creates the topics: 7 days, the replay window after a pipeline outage. */
   topicRetentionMs: nonNegativeInt().default(7 * 24 * 3600 * 1000),
-  /** Largest request body after decompression (bytes): 16 MiB, far above an SDK batch of 512 spans. */
-  maxBodyBytes: nonNegativeInt().default(16 * 1024 * 1024),
-  /** Most spans in one request. */
+  /**
+   * Largest request body after decompression (bytes): 4 MiB, some 16 SDK batches of 512 PD spans (about 250 KB
+   * each). It bounds memory too: decoding a body may take at most DECODE_BUDGET_FACTOR (16) times this, or the
+   * request is refused with 413, so one request costs at most about 64 MiB while it is decoded.
+   */
+  maxBodyBytes: nonNegativeInt().default(4 * 1024 * 1024),
+  /** Most spans in one request; counted while decoding, so a request past it is refused before it is built. */
   maxSpansPerRequest: nonNegativeInt().default(50_000),
-  /** Longest string attribute or array of a PD span (characters or items). */
+  /**
+   * Longest attribute of a PD span or its resource: characters of a key or string, bytes of a bytes value,
+   * values of an array or key-value list, nested ones counted (and each key, string or bytes inside within it too).
+   */
   maxAttributeLength: nonNegativeInt().default(4096),
+  /** Most attributes on a PD span or its resource: the OpenTelemetry SDKs' default attribute count limit. */
+  maxAttributes: z.coerce.number({ error: 'expected an integer >= 1' }).int('expected an integer >= 1').min(1, 'expected an integer >= 1').default(128),
+  /**
+   * Largest Kafka record batch the collector produces (bytes, framing included): each message, and what one
+   * send carries, stays within it. Below the 1048588 bytes of a broker's default message.max.bytes, which a
+   * broker checks per partition batch. A lifecycle's spans are split over several messages with the same key
+   * when they do not fit one; a single span that does not fit is rejected (partial success, dead letter).
+   */
+  maxMessageBytes: z.coerce
+    .number({ error: 'expected an integer >= 16384 (bytes)' })
+    .int('expected an integer >= 16384 (bytes)')
+    .min(16_384, 'expected an integer >= 16384 (bytes)')
+    .default(1_000_000),
   /** Spans accepted but not yet acknowledged by Kafka; beyond it requests get 429 (bounded memory). */
   maxPendingSpans: nonNegativeInt().default(200_000),
+  /** Bytes of Kafka messages accepted but not yet acknowledged; beyond it requests get 429 (bounded memory). */
+  maxPendingBytes: nonNegativeInt().default(64 * 1024 * 1024),
   /** Spans produced per Kafka send. */
   maxBatchSpans: nonNegativeInt().default(20_000),
   /** How long a batch waits for more spans before it is sent (ms). */
@@ -45,6 +67,14 @@ export const collectorConfigSchema = z.object({
 });
 
 export type CollectorConfig = z.output<typeof collectorConfigSchema>;
+
+/** Decoding a request may take this many times --max-body-bytes in memory (an estimate); past it the answer is 413. */
+export const DECODE_BUDGET_FACTOR = 16;
+/**
+ * The Kafka messages and dead letters of one request may take this many times --max-body-bytes; past it the
+ * answer is 413 (every lifecycle's message repeats its resource, so a small body can ask for far more).
+ */
+export const KAFKA_BUDGET_FACTOR = 8;
 
 /** Environment variables that configure the collector, by config key. */
 export const COLLECTOR_ENV: Partial<Record<keyof CollectorConfig, string>> = {

@@ -1,9 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { countSpans, decodeOtlpJson, decodeOtlpProtobuf, type OtlpTraceRequest } from '../contract/index.ts';
+import { PD_PREFIX } from '../contract/index.ts';
+import { decodeOtlpJsonBounded } from '../contract/otlp-json.ts';
+import { clipText, decodeOtlpProtobufBounded, LimitError, type BoundedDecode, type DecodeLimits } from '../contract/otlp-proto.ts';
 import { InputError, OverloadedError, type Logger } from '../common/index.ts';
-import type { CollectorConfig } from './config.ts';
-import { rejectionSummary, triage } from './messages.ts';
+import { DECODE_BUDGET_FACTOR, KAFKA_BUDGET_FACTOR, type CollectorConfig } from './config.ts';
+import { rejectionSummary, triage, type Triage, type TriageLimits } from './messages.ts';
 import type { CollectorMetrics } from './metrics.ts';
 import { exportResponse, RpcCode, statusResponse, type Encoding } from './otlp-response.ts';
 import type { SpanQueue } from './span-queue.ts';
@@ -21,8 +23,34 @@ function reply(res: Response, encoding: Encoding, status: number, body: Buffer, 
   res.send(body);
 }
 
+/** Longest reason an error response gives: it may quote input. */
+const MAX_MESSAGE = 2048;
+
 function fail(res: Response, encoding: Encoding, status: number, code: number, message: string, retryAfterMs?: number): void {
-  reply(res, encoding, status, statusResponse(encoding, code, message), retryAfterMs);
+  reply(res, encoding, status, statusResponse(encoding, code, clipText(message, MAX_MESSAGE)), retryAfterMs);
+}
+
+/** The request's body, which the request then no longer holds (nor keeps alive while it waits for Kafka). */
+function takeBody(req: Request): Buffer {
+  const body: unknown = req.body;
+  req.body = undefined;
+  return Buffer.isBuffer(body) ? body : Buffer.alloc(0);
+}
+
+/**
+ * Decodes a body within the limits and splits it into Kafka messages, dead letters and rejections; or says
+ * why not (400 malformed, 413 too large). Synchronous, and nothing of the decoded request outlives it: while
+ * a request waits for Kafka it holds only its messages.
+ */
+function decodeAndTriage(body: Buffer, encoding: Encoding, decodeLimits: DecodeLimits, triageLimits: TriageLimits): Triage | { status: 400 | 413; message: string } {
+  try {
+    const decoded: BoundedDecode = encoding === 'json' ? decodeOtlpJsonBounded(body, decodeLimits) : decodeOtlpProtobufBounded(body, decodeLimits);
+    return triage(decoded.request, triageLimits, new Date(), decoded.cut);
+  } catch (error) {
+    if (error instanceof LimitError) return { status: 413, message: error.message };
+    if (error instanceof InputError) return { status: 400, message: error.message };
+    throw error;
+  }
 }
 
 function tokenMatches(header: string | undefined, token: string): boolean {
@@ -46,6 +74,21 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
   const app = express();
   app.disable('x-powered-by');
   const count = (status: number) => metrics.requests.inc({ status: String(status) });
+  const decodeLimits: DecodeLimits = {
+    maxSpans: config.maxSpansPerRequest,
+    maxAttributes: config.maxAttributes,
+    maxValueItems: config.maxAttributeLength,
+    maxDecodedBytes: DECODE_BUDGET_FACTOR * Math.max(config.maxBodyBytes, 64 * 1024),
+    // Spans outside the pd. namespace are only counted: their attributes are never decoded.
+    attributesOnlyWithPrefix: PD_PREFIX,
+  };
+  const triageLimits: TriageLimits = {
+    maxAttributeLength: config.maxAttributeLength,
+    maxAttributes: config.maxAttributes,
+    maxMessageBytes: config.maxMessageBytes,
+    maxRequestKafkaBytes: KAFKA_BUDGET_FACTOR * Math.max(config.maxBodyBytes, 64 * 1024),
+    maxDeadLetterBytes: Math.max(config.maxBodyBytes, 64 * 1024),
+  };
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', kafka: queue.healthy() ? 'up' : 'down' });
@@ -78,23 +121,12 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     express.raw({ type: () => true, limit: config.maxBodyBytes, inflate: true }),
     async (req: Request, res: Response) => {
       const encoding = encodingOf(req) as Encoding;
-      let request: OtlpTraceRequest;
-      try {
-        const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        request = encoding === 'json' ? decodeOtlpJson(body) : decodeOtlpProtobuf(body);
-      } catch (error) {
-        count(400);
-        const message = error instanceof InputError ? error.message : `undecodable body: ${(error as Error).message}`;
-        fail(res, encoding, 400, RpcCode.invalidArgument, message);
+      const result = decodeAndTriage(takeBody(req), encoding, decodeLimits, triageLimits);
+      if ('status' in result) {
+        count(result.status);
+        fail(res, encoding, result.status, RpcCode.invalidArgument, result.message);
         return;
       }
-      const spans = countSpans(request);
-      if (spans > config.maxSpansPerRequest) {
-        count(413);
-        fail(res, encoding, 413, RpcCode.invalidArgument, `${spans} spans in one request; the limit is ${config.maxSpansPerRequest}`);
-        return;
-      }
-      const result = triage(request, { maxAttributeLength: config.maxAttributeLength });
       metrics.spansReceived.inc(result.received);
       metrics.spansNotOurs.inc(result.notOurs);
       for (const r of result.rejections) metrics.spansRejected.inc({ field: r.field });

@@ -29,7 +29,7 @@ export function createCollectorMetrics(registry = new Registry()) {
       registers: [registry],
     }),
     pendingSpans: new Gauge({ name: 'holdscope_collector_pending_spans', help: 'Spans accepted and waiting for Kafka', registers: [registry] }),
-    kafkaUp: new Gauge({ name: 'holdscope_collector_kafka_up', help: '1 while the last Kafka send succeeded', registers: [registry] }),
+    kafkaUp: new Gauge({ name: 'holdscope_collector_kafka_up', help: '1 while Kafka takes spans: connected, and no send failed or timed out since it last answered', registers: [registry] }),
   };
   return m;
 }

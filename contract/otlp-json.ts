@@ -5,7 +5,7 @@
  */
 import { InputError } from '../common/errors.ts';
 import type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-import { MAX_ANY_VALUE_DEPTH } from './otlp-proto.ts';
+import { clipText, DECODE_COST as COST, LimitError, MAX_ANY_VALUE_DEPTH, type BoundedDecode, type Cut, type DecodeLimits } from './otlp-proto.ts';
 
 type Json = Record<string, unknown>;
 
@@ -52,8 +52,86 @@ function str(v: unknown, path: string): string {
 }
 
 export function decodeOtlpJson(body: string | unknown): OtlpTraceRequest {
+  return decodeWith(body, undefined).request;
+}
+
+/**
+ * Decodes within `limits`, as decodeOtlpProtobufBounded does: more spans or a larger decoded form than allowed
+ * throw a LimitError; attributes past the count or value limits are skipped and their map reported in `cut`;
+ * ResourceSpans and ScopeSpans without spans are dropped; spans outside `attributesOnlyWithPrefix` carry no
+ * attributes. JSON.parse still builds the whole document, so the body must be an object, and the objects and
+ * arrays it would build count against maxDecodedBytes before it runs.
+ */
+export function decodeOtlpJsonBounded(body: string | unknown, limits: DecodeLimits): BoundedDecode {
+  return decodeWith(body, new Budget(limits));
+}
+
+/** What a bounded decode has used so far. */
+class Budget {
+  spans = 0;
+  cost = 0;
+  /** Values the top-level attribute being decoded may still hold. */
+  itemsLeft = Infinity;
+  /** Items of the top-level array or key-value list being decoded, skipped ones included. */
+  topItems = 0;
+  readonly cut = new Map<AttrMap, Cut>();
+
+  constructor(readonly limits: DecodeLimits) {}
+
+  charge(bytes: number): void {
+    if ((this.cost += bytes) > this.limits.maxDecodedBytes) {
+      throw new LimitError(
+        `the request takes more than ${Math.round(this.limits.maxDecodedBytes / 1048576)} MiB of memory once decoded (too many spans, attributes or values); send smaller batches`,
+      );
+    }
+  }
+}
+
+/** Shared by spans decoded without attributes: never written to. */
+const NO_ATTRIBUTES: AttrMap = Object.freeze(Object.create(null) as AttrMap);
+
+/**
+ * Objects and arrays in a JSON text (outside strings), counted without parsing: what JSON.parse would build
+ * (a body of `[[[[...` makes an array of every byte). Malformed text may be miscounted; JSON.parse refuses it.
+ */
+export function jsonContainers(bytes: Uint8Array): number {
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let count = 0;
+  for (let i = 0; i < buf.length; ) {
+    const c = buf[i]!;
+    if (c === 0x22) {
+      // A string: jump to its closing quote, one not escaped by an odd run of backslashes.
+      let end = buf.indexOf(0x22, i + 1);
+      for (;;) {
+        if (end === -1) return count;
+        let slashes = 0;
+        while (buf[end - 1 - slashes] === 0x5c) slashes++;
+        if (slashes % 2 === 0) break;
+        end = buf.indexOf(0x22, end + 1);
+      }
+      i = end + 1;
+      continue;
+    }
+    if (c === 0x7b || c === 0x5b) count++;
+    i++;
+  }
+  return count;
+}
+
+function decodeWith(body: string | unknown, budget: Budget | undefined): BoundedDecode {
   let doc = body;
   if (typeof body === 'string' || body instanceof Uint8Array) {
+    if (budget) {
+      const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+      // A request is a JSON object: anything else is refused unparsed (`[[[[…` would make an array per byte).
+      let first = 0;
+      while (first < bytes.length && (bytes[first] === 0x20 || bytes[first] === 0x0a || bytes[first] === 0x0d || bytes[first] === 0x09)) first++;
+      if (first < bytes.length && bytes[first] !== 0x7b) {
+        throw new InputError(`json: expected an object (an ExportTraceServiceRequest), got text starting ${JSON.stringify(String.fromCharCode(bytes[first]!))}`);
+      }
+      // What JSON.parse will build counts against the budget too, before it is built.
+      budget.charge(COST.jsonContainer * jsonContainers(bytes));
+    }
     const text = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
     try {
       doc = JSON.parse(text);
@@ -62,21 +140,23 @@ export function decodeOtlpJson(body: string | unknown): OtlpTraceRequest {
     }
   }
   try {
-    return requestFromJson(doc);
+    return { request: requestFromJson(doc, budget), cut: budget?.cut ?? new Map() };
   } catch (err) {
+    if (err instanceof LimitError) throw err;
     if (err instanceof Bad) throw new InputError(`json: ${err.path === '' ? '' : `${err.path}: `}${err.message}`);
     // Exotic (non-JSON) objects can still make property access throw; that is bad input too.
     throw new InputError(`json: cannot decode request: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
 
-function requestFromJson(doc: unknown): OtlpTraceRequest {
+function requestFromJson(doc: unknown, budget: Budget | undefined): OtlpTraceRequest {
   const o = object(doc, '');
   const items = list(o.resourceSpans ?? o.resource_spans, 'resourceSpans');
-  const resourceSpans: OtlpResourceSpans[] = new Array(items.length);
+  const resourceSpans: OtlpResourceSpans[] = [];
   for (let i = 0; i < items.length; i++) {
     try {
-      resourceSpans[i] = resourceSpansFromJson(object(items[i], ''));
+      const rs = resourceSpansFromJson(object(items[i], ''), budget);
+      if (rs) resourceSpans.push(rs);
     } catch (err) {
       throw within(err, `resourceSpans[${i}]`);
     }
@@ -84,22 +164,30 @@ function requestFromJson(doc: unknown): OtlpTraceRequest {
   return { resourceSpans };
 }
 
-function resourceSpansFromJson(o: Json): OtlpResourceSpans {
-  let resource: AttrMap = Object.create(null);
-  if (o.resource != null) resource = attrsFromJson(object(o.resource, 'resource').attributes, 0, 'resource.attributes');
+function resourceSpansFromJson(o: Json, budget: Budget | undefined): OtlpResourceSpans | undefined {
+  // Within limits the resource is decoded after its spans, and only when there are some.
+  let resource: AttrMap | undefined;
+  const readResource = () => (o.resource != null ? attrsFromJson(object(o.resource, 'resource').attributes, 0, 'resource.attributes', budget) : newMap(budget));
+  if (!budget) resource = readResource();
   const items = list(o.scopeSpans ?? o.scope_spans, 'scopeSpans');
-  const scopeSpans: OtlpScopeSpans[] = new Array(items.length);
+  const scopeSpans: OtlpScopeSpans[] = [];
   for (let j = 0; j < items.length; j++) {
     try {
-      scopeSpans[j] = scopeSpansFromJson(object(items[j], ''));
+      const ss = scopeSpansFromJson(object(items[j], ''), budget);
+      if (ss) scopeSpans.push(ss);
     } catch (err) {
       throw within(err, `scopeSpans[${j}]`);
     }
   }
-  return { resource, scopeSpans };
+  if (budget) {
+    if (scopeSpans.length === 0) return undefined;
+    budget.charge(COST.resourceSpans);
+    resource = readResource();
+  }
+  return { resource: resource as AttrMap, scopeSpans };
 }
 
-function scopeSpansFromJson(o: Json): OtlpScopeSpans {
+function scopeSpansFromJson(o: Json, budget: Budget | undefined): OtlpScopeSpans | undefined {
   const scope = { name: '', version: '' };
   if (o.scope != null) {
     const s = object(o.scope, 'scope');
@@ -107,15 +195,23 @@ function scopeSpansFromJson(o: Json): OtlpScopeSpans {
     scope.version = str(s.version, 'scope.version');
   }
   const items = list(o.spans, 'spans');
-  const spans: OtlpSpan[] = new Array(items.length);
+  if (budget && items.length === 0) return undefined;
+  const spans: OtlpSpan[] = [];
   for (let k = 0; k < items.length; k++) {
     try {
-      spans[k] = spanFromJson(object(items[k], ''));
+      spans.push(spanFromJson(object(items[k], ''), budget));
     } catch (err) {
       throw within(err, `spans[${k}]`);
     }
   }
+  budget?.charge(COST.scopeSpans + scope.name.length + scope.version.length);
   return { scope, spans };
+}
+
+function newMap(budget: Budget | undefined): AttrMap {
+  budget?.charge(COST.map);
+  // A null prototype keeps keys such as `__proto__` and `constructor` plain data.
+  return Object.create(null) as AttrMap;
 }
 
 const SPAN_KINDS: Record<string, number> = {
@@ -128,7 +224,11 @@ const SPAN_KINDS: Record<string, number> = {
 };
 const STATUS_CODES: Record<string, number> = { STATUS_CODE_UNSET: 0, STATUS_CODE_OK: 1, STATUS_CODE_ERROR: 2 };
 
-function spanFromJson(o: Json): OtlpSpan {
+function spanFromJson(o: Json, budget: Budget | undefined): OtlpSpan {
+  if (budget && ++budget.spans > budget.limits.maxSpans) {
+    throw new LimitError(`more than ${budget.limits.maxSpans} spans in one request; the limit is ${budget.limits.maxSpans}`);
+  }
+  let attributes: unknown;
   const span: OtlpSpan = {
     traceId: '',
     spanId: '',
@@ -173,7 +273,7 @@ function spanFromJson(o: Json): OtlpSpan {
         span.endTimeUnixNano = uint64(v, 'endTimeUnixNano');
         break;
       case 'attributes':
-        span.attributes = attrsFromJson(v, 0, 'attributes');
+        attributes = v; // once the name is known
         break;
       case 'status': {
         const s = object(v, 'status');
@@ -183,6 +283,16 @@ function spanFromJson(o: Json): OtlpSpan {
       }
     }
   }
+  if (budget) {
+    budget.charge(COST.span + span.name.length);
+    const prefix = budget.limits.attributesOnlyWithPrefix;
+    if (prefix !== undefined && !span.name.startsWith(prefix)) {
+      span.attributes = NO_ATTRIBUTES;
+      return span;
+    }
+  }
+  if (attributes !== undefined) span.attributes = attrsFromJson(attributes, 0, 'attributes', budget);
+  else if (budget) budget.charge(COST.map);
   return span;
 }
 
@@ -272,23 +382,55 @@ function base64(v: unknown, path: string): Uint8Array {
   return Uint8Array.from(Buffer.from(v, 'base64'));
 }
 
-function attrsFromJson(v: unknown, depth: number, path: string): AttrMap {
+/**
+ * Attributes (depth 0: a span's or resource's, within DecodeLimits.maxAttributes and, each, maxValueItems) or
+ * the entries of a key-value list (deeper: each entry counts against the value's maxValueItems).
+ */
+function attrsFromJson(v: unknown, depth: number, path: string, budget: Budget | undefined): AttrMap {
   const items = list(v, path);
-  // A null prototype keeps keys such as `__proto__` and `constructor` plain data.
-  const map: AttrMap = Object.create(null);
-  for (let i = 0; i < items.length; i++) {
+  const map = newMap(budget);
+  const kept = budget && depth === 0 ? Math.min(items.length, budget.limits.maxAttributes) : items.length;
+  for (let i = 0; i < kept; i++) {
+    if (budget && depth > 0) {
+      if (depth === 1) budget.topItems++;
+      if (--budget.itemsLeft < 0) continue; // past the limit: skipped, not decoded
+    }
     const kv = object(items[i], `${path}[${i}]`);
     const key = str(kv.key, `${path}[${i}].key`);
+    if (budget && depth === 0) {
+      budget.itemsLeft = budget.limits.maxValueItems;
+      budget.topItems = 0;
+    }
+    let value: AttrValue;
     try {
-      map[key] = anyFromJson(kv.value, depth);
+      value = anyFromJson(kv.value, depth, budget);
     } catch (err) {
-      throw within(err, `${path}[${JSON.stringify(key)}]`);
+      throw within(err, `${path}[${JSON.stringify(clipText(key))}]`);
+    }
+    budget?.charge(COST.entry + key.length);
+    map[key] = value;
+    if (budget && depth === 0) {
+      if (budget.itemsLeft < 0 && !budget.cut.has(map)) budget.cut.set(map, valueCut(key, value, budget.topItems, budget.limits.maxValueItems));
+      budget.itemsLeft = Infinity;
     }
   }
+  if (kept < items.length) budget?.cut.set(map, { field: 'attribute_count', reason: `${items.length} attributes, more than the limit of ${kept}` });
   return map;
 }
 
-function anyFromJson(v: unknown, depth: number): AttrValue {
+/** The reason for a value cut at `max` values: the same words as the protobuf decoder's. */
+function valueCut(key: string, value: AttrValue, topItems: number, max: number): Cut {
+  const what = Array.isArray(value)
+    ? topItems > max
+      ? `an array of ${topItems} items, more than the limit of ${max} values`
+      : `an array holding more than the limit of ${max} values (nested ones counted)`
+    : topItems > max
+      ? `a key-value list of ${topItems} entries, more than the limit of ${max} values`
+      : `a key-value list holding more than the limit of ${max} values (nested ones counted)`;
+  return { field: 'attribute_length', reason: `${clipText(key)}: ${what}` };
+}
+
+function anyFromJson(v: unknown, depth: number, budget: Budget | undefined): AttrValue {
   if (v == null) return null;
   const o = object(v, '');
   let out: AttrValue = null;
@@ -301,6 +443,7 @@ function anyFromJson(v: unknown, depth: number): AttrValue {
       case 'stringValue':
       case 'string_value':
         if (typeof x !== 'string') throw new Bad('stringValue', `expected a string, got ${describe(x)}`);
+        budget?.charge(COST.string + x.length * 2);
         value = x;
         break;
       case 'boolValue':
@@ -311,25 +454,45 @@ function anyFromJson(v: unknown, depth: number): AttrValue {
       case 'intValue':
       case 'int_value':
         value = int64(x, 'intValue');
+        budget?.charge(typeof value === 'bigint' ? COST.bigint : COST.number);
         break;
       case 'doubleValue':
       case 'double_value':
         value = double(x, 'doubleValue');
+        budget?.charge(COST.number);
         break;
       case 'bytesValue':
       case 'bytes_value':
+        budget?.charge(COST.bytes + (typeof x === 'string' ? x.length : 0));
         value = base64(x, 'bytesValue');
         break;
       case 'arrayValue':
       case 'array_value': {
         if (depth >= MAX_ANY_VALUE_DEPTH) throw new Bad('', `values nested deeper than ${MAX_ANY_VALUE_DEPTH} levels`);
         const items = list(object(x, 'arrayValue').values, 'arrayValue.values');
-        const arr: AttrValue[] = new Array(items.length);
-        for (let i = 0; i < items.length; i++) {
-          try {
-            arr[i] = anyFromJson(items[i], depth + 1);
-          } catch (err) {
-            throw within(err, `arrayValue.values[${i}]`);
+        let arr: AttrValue[];
+        if (budget) {
+          // Past the value limit items are counted, not decoded.
+          if (depth === 0) budget.topItems += items.length;
+          const kept = Math.max(0, Math.min(items.length, budget.itemsLeft));
+          budget.itemsLeft -= items.length;
+          budget.charge(COST.array + COST.slot * kept);
+          arr = new Array(kept);
+          for (let i = 0; i < kept; i++) {
+            try {
+              arr[i] = anyFromJson(items[i], depth + 1, budget);
+            } catch (err) {
+              throw within(err, `arrayValue.values[${i}]`);
+            }
+          }
+        } else {
+          arr = new Array(items.length);
+          for (let i = 0; i < items.length; i++) {
+            try {
+              arr[i] = anyFromJson(items[i], depth + 1, budget);
+            } catch (err) {
+              throw within(err, `arrayValue.values[${i}]`);
+            }
           }
         }
         value = arr;
@@ -338,7 +501,7 @@ function anyFromJson(v: unknown, depth: number): AttrValue {
       case 'kvlistValue':
       case 'kvlist_value':
         if (depth >= MAX_ANY_VALUE_DEPTH) throw new Bad('', `values nested deeper than ${MAX_ANY_VALUE_DEPTH} levels`);
-        value = attrsFromJson(object(x, 'kvlistValue').values, depth + 1, 'kvlistValue.values');
+        value = attrsFromJson(object(x, 'kvlistValue').values, depth + 1, 'kvlistValue.values', budget);
         break;
       default:
         continue;

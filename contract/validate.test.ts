@@ -448,6 +448,12 @@ describe('validateSpan: rejections name the offending key', () => {
     });
   }
 
+  it('quotes only the start of a long unknown span name', () => {
+    const name = `pd.${'n'.repeat(3 * 1024 * 1024)}`;
+    const reason = assertInvalid(validateSpan(makeSpan(name), resourceFor('decode')), name);
+    assert.equal(reason, `unknown PD span name ${JSON.stringify(name.slice(0, 100))}… (${name.length} characters)`);
+  });
+
   it('every span name rejects a missing pd.request.id and pd.request.generation', () => {
     for (const name of SPAN_NAMES) {
       const resource = resourceFor(roleOf(name));

@@ -30,6 +30,8 @@ class Rejection extends Error {
 
 const SPAN_NAME_SET = new Set<string>(SPAN_NAMES);
 const MAX_STRING = 1024;
+/** How much of an unknown span name a rejection quotes. */
+const MAX_QUOTED_NAME = 100;
 
 function describe(value: AttrValue | undefined): string {
   if (value === undefined) return 'nothing';
@@ -106,10 +108,26 @@ class AttrReader {
 
   oneOf<T extends string>(key: string, allowed: Readonly<Record<string, T>>): T {
     const value = this.attrs[key];
-    const values = Object.values(allowed) as string[];
-    if (typeof value !== 'string' || !values.includes(value)) this.fail(key, `one of ${values.join('|')}`, value);
+    const values = allowedValues(allowed);
+    if (typeof value !== 'string' || !values.has(value)) this.fail(key, `one of ${[...values].join('|')}`, value);
     return value as T;
   }
+}
+
+// The enums' values as sets, built once: oneOf runs for several attributes of every span.
+const allowedSets = new WeakMap<object, Set<string>>();
+function allowedValues(allowed: Readonly<Record<string, string>>): Set<string> {
+  let values = allowedSets.get(allowed);
+  if (!values) allowedSets.set(allowed, (values = new Set(Object.values(allowed))));
+  return values;
+}
+
+// Every span of a resource shares its engine: read and checked once per resource object, not once per span.
+const engines = new WeakMap<AttrMap, EngineRef>();
+function engineOf(resourceAttrs: AttrMap, resource: AttrReader): EngineRef {
+  let engine = engines.get(resourceAttrs);
+  if (!engine) engines.set(resourceAttrs, (engine = readEngine(resource)));
+  return engine;
 }
 
 function readEngine(resource: AttrReader): EngineRef {
@@ -148,9 +166,13 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
       `${Attr.contractVersion}: this receiver speaks contract version ${CONTRACT_VERSION}, the ${onSpan ? 'span' : 'resource'} declares ${contractVersion}`,
     );
   }
-  if (!SPAN_NAME_SET.has(span.name)) throw new Rejection('span.name', `unknown PD span name ${JSON.stringify(span.name)}`);
+  if (!SPAN_NAME_SET.has(span.name)) {
+    // The name is quoted for the sender, but only its start: it can be megabytes long.
+    const shown = span.name.length > MAX_QUOTED_NAME ? `${JSON.stringify(span.name.slice(0, MAX_QUOTED_NAME))}… (${span.name.length} characters)` : JSON.stringify(span.name);
+    throw new Rejection('span.name', `unknown PD span name ${shown}`);
+  }
   const name = span.name as SpanName;
-  const engine = readEngine(resource);
+  const engine = engineOf(resourceAttrs, resource);
   if (!EMITTED_BY[name].includes(engine.role)) {
     throw new Rejection(ResourceAttr.role, `${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
   }

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { nonNegativeInt, parseConfig, positiveNumber } from '../common/config.ts';
 
+/** The pipeline's rebalance timeout unless configured (see `rebalanceTimeoutMs`). */
+export const DEFAULT_REBALANCE_TIMEOUT_MS = 20_000;
+
 const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected an identifier ([A-Za-z_][A-Za-z0-9_]*)');
 
 /** Where ClickHouse is and how the schema is laid out; shared by the pipeline, `migrate`, `serve` and `query`. */
@@ -36,12 +39,35 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
   maxBatchRows: nonNegativeInt().min(1).default(50_000),
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: nonNegativeInt().default(200),
-  /** Partitions processed concurrently by one instance (their rows share INSERTs). */
-  partitionsConsumedConcurrently: nonNegativeInt().min(1).default(4),
+  /**
+   * Partitions processed concurrently by one instance (their rows share INSERTs): 8, so that half of them fill an
+   * INSERT while the other half decode.
+   */
+  partitionsConsumedConcurrently: nonNegativeInt().min(1).default(8),
   /** Bytes fetched per partition per request (bounds memory with the concurrency): 2 MiB. */
   maxBytesPerPartition: nonNegativeInt().min(1024).default(2 * 1024 * 1024),
   sessionTimeoutMs: positiveNumber().default(30_000),
   heartbeatIntervalMs: positiveNumber().default(3_000),
+  /**
+   * How long the group waits for its members to rejoin in a rebalance (ms): 20 s, room for the batches in hand to
+   * finish their INSERT (a member that takes longer is dropped from that generation, its commits are refused and it
+   * rejoins). It also bounds a SIGTERM during a join, which waits for the join's answer for up to this plus 5 s:
+   * 20 s keeps that under the shutdown deadline. (kafkajs's own default is 60 s.) Against librdkafka's mock cluster,
+   * which answers a rejoin only after the session timeout minus 1 s, keep it above the session timeout minus 6 s.
+   */
+  rebalanceTimeoutMs: positiveNumber().default(DEFAULT_REBALANCE_TIMEOUT_MS),
+  /**
+   * Longest a fetch waits for data to arrive (ms): 500, the Java client's fetch.max.wait.ms. It bounds how stale a
+   * quiet partition's first new span gets before the fetch returns, and how fast a SIGTERM or a rebalance is noticed;
+   * kafkajs's own default of 5 s showed up as 4–5 s of freshness on the benchmark's broker.
+   */
+  fetchMaxWaitMs: positiveNumber().default(500),
+  /**
+   * How long `holdscope pipeline` may take to stop after SIGTERM or SIGINT (ms) before it exits anyway, with status 1
+   * and a log line naming what it still waited for: 30 s, above the rebalance timeout plus 5 s that a join in
+   * progress can take. Exiting early loses nothing: offsets are committed only after ClickHouse has the rows.
+   */
+  shutdownTimeoutMs: positiveNumber().default(30_000),
 });
 export type PipelineConfig = z.output<typeof pipelineConfigSchema>;
 

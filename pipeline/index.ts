@@ -5,3 +5,4 @@ export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 export { SpanWriter } from './writer.ts';
 export { decodeMessage, eventsOf } from './decode.ts';
 export { spanRow, formatNanos, type SpanRow } from './rows.ts';
+export { encodeRows, encodeSpanLine, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';

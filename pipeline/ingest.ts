@@ -1,11 +1,13 @@
 import { InputError, type Logger } from '../common/index.ts';
 import { eventsOf } from './decode.ts';
 import type { PipelineMetrics } from './metrics.ts';
-import { spanRow, type SpanRow } from './rows.ts';
+import { encodeSpanLine, type EncodedRows } from './encode.ts';
+import { spanRow } from './rows.ts';
 
-/** Message values to span rows, counting what is skipped and why. Undecodable messages never block a partition. */
-export function rowsOf(values: Iterable<Buffer | null>, metrics: PipelineMetrics, log: Logger): SpanRow[] {
-  const rows: SpanRow[] = [];
+/** Message values to span rows ready to insert, counting what is skipped and why. Undecodable messages never block a partition. */
+export function rowsOf(values: Iterable<Buffer | null>, metrics: PipelineMetrics, log: Logger): EncodedRows {
+  let text = '';
+  let rows = 0;
   for (const value of values) {
     metrics.messages.inc();
     if (!value || value.length === 0) {
@@ -14,7 +16,8 @@ export function rowsOf(values: Iterable<Buffer | null>, metrics: PipelineMetrics
     }
     try {
       const decoded = eventsOf(value);
-      for (const event of decoded.events) rows.push(spanRow(event));
+      for (const event of decoded.events) text += encodeSpanLine(spanRow(event));
+      rows += decoded.events.length;
       if (decoded.notOurs > 0) metrics.notOurs.inc(decoded.notOurs);
       for (const bad of decoded.invalid) metrics.invalidSpans.inc({ field: bad.field });
     } catch (error) {
@@ -23,5 +26,5 @@ export function rowsOf(values: Iterable<Buffer | null>, metrics: PipelineMetrics
       log.warn({ err: error.message }, 'skipping a message that is not an OTLP trace request');
     }
   }
-  return rows;
+  return { text, rows };
 }

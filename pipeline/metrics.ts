@@ -19,13 +19,24 @@ export function createPipelineMetrics(registry = new Registry()) {
     rowsPending: new Gauge({ name: 'holdscope_pipeline_rows_pending', help: 'Rows waiting for ClickHouse', registers: [registry] }),
     lastInsert: new Gauge({ name: 'holdscope_pipeline_last_insert_timestamp_seconds', help: 'Unix time of the last successful INSERT', registers: [registry] }),
     commits: new Counter({ name: 'holdscope_pipeline_offset_commits_total', help: 'Kafka offset commits after ClickHouse acknowledged', registers: [registry] }),
+    commitsRefused: new Counter({
+      name: 'holdscope_pipeline_offset_commits_refused_total',
+      help: 'Offset commits the consumer group refused, mostly during a rebalance (the batch is stored; it is read again), by kafkajs error type',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
     consumerLag: new Gauge({
       name: 'holdscope_pipeline_consumer_lag_messages',
       help: 'Messages in the topic not yet committed by the consumer group (sampled every 15 s)',
       labelNames: ['topic'],
       registers: [registry],
     }),
-    consumerRestarts: new Counter({ name: 'holdscope_pipeline_consumer_restarts_total', help: 'Consumer restarts after a crash', registers: [registry] }),
+    consumerRestarts: new Counter({
+      name: 'holdscope_pipeline_consumer_restarts_total',
+      help: 'Consumers recreated after a crash kafkajs does not recover from by itself, by kafkajs error type (or name)',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
   };
 }
 

@@ -18,10 +18,11 @@ export interface WriterSettings {
   database: string;
   maxBatchRows: number;
   lingerMs: number;
+  maxPendingRows?: number;
 }
 
 export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
-  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
+  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, maxPendingRows: settings.maxPendingRows, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
 }
 
 /** `holdscope pipeline`: Kafka in, ClickHouse out. `start`, then `shutdown` to stop after the batches in hand. */
@@ -59,6 +60,8 @@ export class Pipeline {
       partitionsConsumedConcurrently: this.config.partitionsConsumedConcurrently,
       sessionTimeoutMs: this.config.sessionTimeoutMs,
       heartbeatIntervalMs: this.config.heartbeatIntervalMs,
+      rebalanceTimeoutMs: this.config.rebalanceTimeoutMs,
+      fetchMaxWaitMs: this.config.fetchMaxWaitMs,
       maxBytesPerPartition: this.config.maxBytesPerPartition,
     });
     await this.source.start();
@@ -74,14 +77,31 @@ export class Pipeline {
     return this.lag?.sample() ?? Promise.resolve();
   }
 
-  async shutdown(): Promise<void> {
-    await this.lag?.stop();
+  /**
+   * Stops after the batches in hand. `waitingFor`, when given, holds at every moment what the shutdown still waits
+   * on, each entry describing itself when called: for a caller that gives up after a deadline to say why.
+   */
+  async shutdown(waitingFor: Set<() => string> = new Set()): Promise<void> {
+    const step = async (describe: () => string, work: Promise<void> | undefined): Promise<void> => {
+      if (!work) return;
+      waitingFor.add(describe);
+      try {
+        await work;
+      } finally {
+        waitingFor.delete(describe);
+      }
+    };
+    await step(() => 'the consumer lag monitor', this.lag?.stop());
     // The consumer's disconnect waits for the batches in hand, and they wait for the writer: stop its retries
     // meanwhile, or a ClickHouse outage would keep the process from ever stopping. Rejected batches are not committed.
-    const sourceStopped = this.source?.shutdown();
-    await this.writer?.shutdown();
-    await sourceStopped;
-    if (this.ownsClient) await this.client?.close();
+    const source = this.source;
+    const writer = this.writer;
+    const stopped = await Promise.allSettled([
+      step(() => `the Kafka consumer (${source?.status()})`, source?.shutdown()),
+      step(() => `the writer (${writer?.pendingRowCount ?? 0} rows not yet acknowledged by ClickHouse)`, writer?.shutdown()),
+    ]);
+    if (this.ownsClient) await step(() => 'the ClickHouse client', this.client?.close());
+    for (const result of stopped) if (result.status === 'rejected') throw result.reason;
   }
 }
 

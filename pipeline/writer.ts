@@ -1,6 +1,7 @@
 import { classifyClickHouseError, type ClickHouseClient, type Logger } from '../common/index.ts';
 import type { PipelineMetrics } from './metrics.ts';
-import type { SpanRow } from './rows.ts';
+import { Readable } from 'node:stream';
+import { SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
 
 export interface SpanWriterOptions {
   client: ClickHouseClient;
@@ -9,6 +10,8 @@ export interface SpanWriterOptions {
   maxBatchRows: number;
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: number;
+  /** Rows held (queued or being inserted) beyond which waitForRoom() makes producers wait: bounds memory. */
+  maxPendingRows?: number;
   /** First and largest pause between retries of a failed INSERT (ms). */
   retryInitialMs: number;
   retryMaxMs: number;
@@ -17,7 +20,7 @@ export interface SpanWriterOptions {
 }
 
 interface Pending {
-  rows: SpanRow[];
+  batch: EncodedRows;
   keepAlive?: () => Promise<void>;
   resolve: () => void;
   reject: (error: Error) => void;
@@ -37,15 +40,16 @@ export class SpanWriter {
   private timer: NodeJS.Timeout | undefined;
   private inserting: Promise<void> = Promise.resolve();
   private stopped = false;
+  private roomWaiters: (() => void)[] = [];
 
   constructor(private readonly options: SpanWriterOptions) {}
 
   /** Resolves once every row is in ClickHouse. `keepAlive` runs during retries (Kafka heartbeats). */
-  write(rows: SpanRow[], keepAlive?: () => Promise<void>): Promise<void> {
-    if (rows.length === 0) return Promise.resolve();
+  write(batch: EncodedRows, keepAlive?: () => Promise<void>): Promise<void> {
+    if (batch.rows === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      this.pending.push({ rows, keepAlive, resolve, reject });
-      this.pendingRows += rows.length;
+      this.pending.push({ batch, keepAlive, resolve, reject });
+      this.pendingRows += batch.rows;
       this.options.metrics.rowsPending.set(this.pendingRows);
       if (this.pendingRows >= this.options.maxBatchRows) this.flushSoon(0);
       else this.flushSoon(this.options.lingerMs);
@@ -56,16 +60,31 @@ export class SpanWriter {
     return this.pendingRows;
   }
 
+  /**
+   * Resolves once the writer holds fewer rows than maxPendingRows (at once when it does), running `keepAlive`
+   * every `keepAliveMs` meanwhile: callers that do not wait for their own rows call this first.
+   */
+  async waitForRoom(keepAlive?: () => Promise<void>, keepAliveMs = 1000): Promise<void> {
+    const limit = this.options.maxPendingRows ?? 2 * this.options.maxBatchRows;
+    if (this.pendingRows < limit) return;
+    const beat = keepAlive ? setInterval(() => void keepAlive().catch(() => undefined), keepAliveMs) : undefined;
+    try {
+      while (this.pendingRows >= limit && !this.stopped) await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
   private flushSoon(delayMs: number): void {
     if (delayMs === 0) {
       if (this.timer) clearTimeout(this.timer);
       this.timer = undefined;
-      void this.flush();
+      void this.flush().catch(() => undefined); // the writers' own promises carry the failure
       return;
     }
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
-      void this.flush();
+      void this.flush().catch(() => undefined); // the writers' own promises carry the failure
     }, delayMs);
   }
 
@@ -81,39 +100,46 @@ export class SpanWriter {
     while (this.pending.length > 0) {
       const batch: Pending[] = [];
       let count = 0;
-      while (this.pending.length > 0 && (batch.length === 0 || count + (this.pending[0] as Pending).rows.length <= this.options.maxBatchRows)) {
+      while (this.pending.length > 0 && (batch.length === 0 || count + (this.pending[0] as Pending).batch.rows <= this.options.maxBatchRows)) {
         const next = this.pending.shift() as Pending;
         batch.push(next);
-        count += next.rows.length;
+        count += next.batch.rows;
       }
-      const rows = batch.length === 1 ? (batch[0] as Pending).rows : batch.flatMap((p) => p.rows);
       try {
-        await this.insertWithRetry(rows, batch);
+        await this.insertWithRetry(batch.map((p) => p.batch.text), count, batch);
       } catch (error) {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
         this.pendingRows = 0;
+        for (const wake of this.roomWaiters.splice(0)) wake();
         throw error;
       }
       this.pendingRows -= count;
       this.options.metrics.rowsPending.set(this.pendingRows);
       for (const p of batch) p.resolve();
+      for (const wake of this.roomWaiters.splice(0)) wake();
     }
   }
 
-  private async insertWithRetry(rows: SpanRow[], batch: Pending[]): Promise<void> {
+  private async insertWithRetry(texts: string[], rows: number, batch: Pending[]): Promise<void> {
     const { client, database, metrics, log } = this.options;
     let pause = this.options.retryInitialMs;
     for (let attempt = 1; ; attempt++) {
       const stopTimer = metrics.insertSeconds.startTimer();
       try {
-        await client.insert({ table: `${database}.spans`, values: rows, format: 'JSONEachRow' });
+        await client.insert({
+          table: `${database}.spans`,
+          values: Readable.from(texts, { objectMode: false }),
+          format: 'TabSeparated',
+          columns: [...SPAN_COLUMNS],
+          clickhouse_settings: TSV_INSERT_SETTINGS,
+        });
         stopTimer();
-        metrics.rowsInserted.inc(rows.length);
+        metrics.rowsInserted.inc(rows);
         metrics.lastInsert.set(Date.now() / 1000);
         return;
       } catch (error) {
-        const failure = classifyClickHouseError(error, `inserting ${rows.length} span rows`);
+        const failure = classifyClickHouseError(error, `inserting ${rows} span rows`);
         metrics.insertFailures.inc({ retriable: String(failure.retriable) });
         // A permanent error is logged loudly but still retried: dropping rows would lose accepted spans, and
         // the usual cause (a missing table, a full disk) is fixed by an operator while the consumer waits.
@@ -131,6 +157,7 @@ export class SpanWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.stopped = true;
+    for (const wake of this.roomWaiters.splice(0)) wake();
     await this.flush().catch(() => undefined);
   }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs every *.test.ts under the project with node's own test runner (tsx as the loader).
-// Node 20's runner takes no globs, so the files are listed here. `--only unit|integration` narrows the set.
+// Node 20's runner takes no globs, so the files are listed here. `--only unit|integration|faults` narrows the set:
+// integration tests live under test/integration, the long fault-injection runs under test/faults, unit tests elsewhere.
 import { readdirSync, statSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { dirname, join, relative } from 'node:path';
@@ -23,8 +24,12 @@ function findTests(dir, found = []) {
 }
 
 let files = explicit.length > 0 ? explicit : findTests(root).sort();
-if (only === 'unit') files = files.filter((f) => !f.startsWith('test/integration/'));
-if (only === 'integration') files = files.filter((f) => f.startsWith('test/integration/'));
+const kindOf = (f) => (f.startsWith('test/integration/') ? 'integration' : f.startsWith('test/faults/') ? 'faults' : 'unit');
+if (only !== undefined && !['unit', 'integration', 'faults'].includes(only)) {
+  console.error(`holdscope: --only expects unit, integration or faults, got ${JSON.stringify(only)}`);
+  process.exit(2);
+}
+if (only) files = files.filter((f) => kindOf(f) === only);
 if (files.length === 0) {
   console.error('holdscope: no test files found');
   process.exit(1);

@@ -8,315 +8,25 @@
  * end. Pipelines log at warn to a captured stderr that failure messages quote.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { after, afterEach, before, describe, it, type TestContext } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-import { isDeepStrictEqual } from 'node:util';
-import { Collector, collectorConfigSchema } from '../../collector/index.ts';
-import type { ClickHouseClient } from '../../common/index.ts';
-import { startHttpServer } from '../../dashboards/index.ts';
-import { buildScenario, runSimulation, type LifecycleTruth, type ScenarioName } from '../../emitter/index.ts';
 import { migrate } from '../../pipeline/index.ts';
-import { clickhouseClient, startClickHouseServer, type ClickHouseServer } from '../support/clickhouse-server.ts';
-import { kafkaForTests, KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS, randomTopic, startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
-import { actualRecord, assertReadApiMatchesTruth, expectedRecord, quietLog, randomDatabase, waitForSpans } from '../support/stack.ts';
-
-const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const STDERR_KEEP_CHARS = 32_768;
-
-// ---------------------------------------------------------------------------------------------------------
-// `holdscope pipeline` as a child process
-
-interface PipelineProcess {
-  readonly name: string;
-  readonly pid: number;
-  readonly metricsPort: number;
-  alive(): boolean;
-  /** The last 32 KiB of its stderr (pino JSON lines at warn and above). */
-  stderr(): string;
-  /** Counter and gauge values from its /metrics, labels summed. */
-  metrics(): Promise<Record<string, number>>;
-  /** SIGKILL, and wait for the exit. */
-  kill(): Promise<void>;
-  /** SIGTERM, and how the process ended if it did within `ms` (`exit code 0`, `signal SIGKILL`, ...). */
-  terminate(ms: number): Promise<string | undefined>;
-  /** SIGTERM (a clean shutdown), SIGKILL after 10 s, and wait for the exit. Idempotent. */
-  stop(): Promise<void>;
-}
-
-// Pipelines still running, killed when this process exits so a forgotten stop() leaves no orphan; and should this
-// process be killed outright, each pipeline exits at the EOF of its stdin (the guard below), as the Kafka mock
-// and the ClickHouse server do.
-const liveChildren = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const child of liveChildren) child.kill('SIGKILL');
-});
-const EXIT_WITH_STDIN = `data:text/javascript,${encodeURIComponent(
-  'process.stdin.on("end", () => process.exit(70)).on("error", () => process.exit(70)).resume().unref();',
-)}`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-async function scrape(port: number): Promise<Record<string, number>> {
-  const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) });
-  assert.equal(res.status, 200);
-  const values: Record<string, number> = {};
-  for (const line of (await res.text()).split('\n')) {
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)/.exec(line);
-    if (match) values[match[1] as string] = (values[match[1] as string] ?? 0) + Number(match[2]);
-  }
-  return values;
-}
-
-/**
- * Spawns `node bin/holdscope.js pipeline ARGS` and resolves once its /healthz answers, which `holdscope pipeline`
- * serves only once ClickHouse was reached (the schema migrated) and the consumer started.
- */
-async function spawnPipeline(name: string, args: string[], env: Record<string, string> = {}): Promise<PipelineProcess> {
-  const metricsPort = await freePort();
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, HOLDSCOPE_LOG_LEVEL: 'warn', ...env };
-  delete childEnv.NODE_TEST_CONTEXT; // the child is no test file
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      EXIT_WITH_STDIN,
-      'bin/holdscope.js',
-      'pipeline',
-      ...args,
-      '--metrics-port',
-      String(metricsPort),
-      '--session-timeout-ms',
-      String(KAFKA_TEST_SESSION_TIMEOUT_MS),
-      '--heartbeat-interval-ms',
-      String(KAFKA_TEST_HEARTBEAT_INTERVAL_MS),
-    ],
-    { cwd: PROJECT_ROOT, env: childEnv, stdio: ['pipe', 'ignore', 'pipe'] },
-  );
-  liveChildren.add(child);
-  child.stdin?.on('error', () => {}); // EPIPE after the child died: reported through 'exit' instead
-  let stderr = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-STDERR_KEEP_CHARS);
-  });
-  let exitText: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      liveChildren.delete(child);
-      exitText = signal ? `signal ${signal}` : `exit code ${code}`;
-      resolve();
-    });
-  });
-  const explain = (): string => `pipeline ${name} (pid ${child.pid}${exitText ? `, ended by ${exitText}` : ''}); stderr:\n${stderr.trim() || '(empty)'}`;
-  // An unref'd timer: a process that ended at once must not hold this one for the rest of the wait.
-  const waitExit = (ms: number): Promise<boolean> =>
-    Promise.race([exited.then(() => true), sleep(ms, undefined, { ref: false }).then(() => false)]);
-
-  const proc: PipelineProcess = {
-    name,
-    pid: child.pid ?? -1,
-    metricsPort,
-    alive: () => exitText === undefined,
-    stderr: () => stderr,
-    metrics: async () => {
-      try {
-        return await scrape(metricsPort);
-      } catch (error) {
-        throw new Error(`scraping ${explain()}`, { cause: error });
-      }
-    },
-    kill: async () => {
-      if (exitText === undefined) child.kill('SIGKILL');
-      await exited;
-    },
-    terminate: async (ms) => {
-      if (exitText === undefined) child.kill('SIGTERM');
-      await waitExit(ms);
-      return exitText;
-    },
-    stop: async () => {
-      if (exitText !== undefined) return;
-      child.kill('SIGTERM');
-      if (!(await waitExit(10_000))) child.kill('SIGKILL');
-      await exited;
-    },
-  };
-
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (exitText !== undefined) throw new Error(`${explain()}\nexited before it was ready`);
-    if (Date.now() > deadline) {
-      await proc.kill();
-      throw new Error(`${explain()}\nnot ready within 60 s`);
-    }
-    const ok = await fetch(`http://127.0.0.1:${metricsPort}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
-      (res) => res.status === 200,
-      () => false,
-    );
-    if (ok) return proc;
-    await sleep(200);
-  }
-}
-
-const describeProcess = (p: PipelineProcess): string =>
-  `pipeline ${p.name} (pid ${p.pid}, ${p.alive() ? 'running' : 'ended'}); stderr:\n${p.stderr().trim() || '(empty)'}`;
-
-// ---------------------------------------------------------------------------------------------------------
-// The rest of the stack
-
-/** Runs the simulator into the collector as fast as it accepts; every span must reach Kafka. */
-async function simulate(endpoint: string, scenario: ScenarioName, seed: number, requests: number, idPrefix: string) {
-  const { config } = buildScenario(scenario, seed);
-  config.requests = requests;
-  config.idPrefix = idPrefix;
-  const summary = await runSimulation({ config, endpoint, startTimeMs: Date.now() - 3_600_000, pace: 'fast' });
-  assert.equal(summary.spansFailed, 0, `${scenario}: spans the collector did not accept`);
-  assert.equal(summary.spansExported, summary.spansEmitted);
-  return summary;
-}
-
-interface Produced {
-  spans: number;
-  truth: LifecycleTruth[];
-}
-
-function add(total: Produced, summary: { spansEmitted: number; truth: LifecycleTruth[] }): void {
-  total.spans += summary.spansEmitted;
-  total.truth.push(...summary.truth);
-}
-
-async function startCollector(mock: KafkaMock, topic: string): Promise<{ url: string; collector: Collector }> {
-  const collector = new Collector(
-    collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic, deadLetterTopic: `${topic}-dlq` }),
-    { log: quietLog },
-  );
-  const port = await collector.start();
-  return { url: `http://127.0.0.1:${port}`, collector };
-}
-
-async function queryNumber(client: ClickHouseClient, query: string): Promise<number> {
-  const result = await client.query({ query, format: 'JSONEachRow' });
-  return Number(((await result.json()) as { n: number }[])[0]?.n ?? NaN);
-}
-
-/**
- * Every lifecycle record in the `lifecycles` view (the rows the read API serves, read with the read API's own
- * settings, in one query rather than one HTTP request per request id) equals the truth's.
- */
-async function assertAllRecordsMatchTruth(client: ClickHouseClient, database: string, truth: LifecycleTruth[]): Promise<void> {
-  const result = await client.query({
-    query: `SELECT * FROM ${database}.lifecycles`,
-    format: 'JSONEachRow',
-    clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
-  });
-  const rows = (await result.json()) as Record<string, unknown>[];
-  const key = (requestId: unknown, generation: unknown) => `${String(requestId)}#${String(generation)}`;
-  const stored = new Map(rows.map((r) => [key(r.request_id, r.generation), r]));
-  assert.equal(stored.size, rows.length, 'one record per (request id, generation)');
-  const missing: string[] = [];
-  const wrong: { key: string; actual: ReturnType<typeof actualRecord>; expected: ReturnType<typeof expectedRecord> }[] = [];
-  for (const t of truth) {
-    const row = stored.get(key(t.request_id, t.generation));
-    if (!row) {
-      missing.push(key(t.request_id, t.generation));
-      continue;
-    }
-    const actual = actualRecord(row);
-    const expected = expectedRecord(t);
-    if (!isDeepStrictEqual(actual, expected)) wrong.push({ key: key(t.request_id, t.generation), actual, expected });
-  }
-  assert.deepEqual(missing, [], `${missing.length} of ${truth.length} lifecycles have no record`);
-  if (wrong.length > 0) {
-    const first = wrong[0] as (typeof wrong)[number];
-    assert.deepEqual(first.actual, first.expected, `${wrong.length} of ${truth.length} records differ from the truth; the first: ${first.key}`);
-  }
-}
-
-/**
- * No span missing, none twice, one lifecycle record per true lifecycle, each equal to the truth; and the read
- * API (over its own client of the server) serves them: for every lifecycle, or for a sample when there are many
- * (one HTTP request per request id costs about 0.1 s of the server's time on 2 cores).
- */
-async function assertStoredEqualsTruth(t: TestContext, server: ClickHouseServer, database: string, produced: Produced, readApi: 'all' | number): Promise<void> {
-  const client = clickhouseClient(server.url);
-  const api = await startHttpServer({ port: 0, host: '127.0.0.1', client: clickhouseClient(server.url), database, log: quietLog });
-  try {
-    const distinct = await queryNumber(client, `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`);
-    const raw = await queryNumber(client, `SELECT count() AS n FROM ${database}.spans`);
-    const lifecycles = await queryNumber(client, `SELECT count() AS n FROM ${database}.lifecycles`);
-    t.diagnostic(`${produced.spans} spans emitted; ${distinct} distinct stored (${raw} rows in the table); ${lifecycles} lifecycles, truth ${produced.truth.length}`);
-    assert.equal(distinct, produced.spans, 'distinct spans stored = spans emitted');
-    assert.equal(lifecycles, produced.truth.length, 'lifecycle records = true lifecycles');
-    await assertAllRecordsMatchTruth(client, database, produced.truth);
-    let checked = produced.truth;
-    if (readApi !== 'all') {
-      // Every request id with a late write (the bug the product exists for), then an even spread of the rest.
-      const ids = [...new Set(produced.truth.map((l) => l.request_id))];
-      const late = new Set(produced.truth.filter((l) => l.late_writes.length > 0).map((l) => l.request_id));
-      const rest = ids.filter((id) => !late.has(id));
-      const step = Math.max(1, Math.floor(rest.length / Math.max(1, readApi - late.size)));
-      const sample = new Set([...late, ...rest.filter((_, i) => i % step === 0)].slice(0, Math.max(readApi, late.size)));
-      checked = produced.truth.filter((l) => sample.has(l.request_id));
-    }
-    await assertReadApiMatchesTruth(`http://127.0.0.1:${api.port}`, checked);
-  } finally {
-    await api.close();
-    await client.close();
-  }
-}
-
-/** The partitions whose committed offset (for the group) is not their end, described. */
-async function partitionsBehind(mock: KafkaMock, groupId: string, topic: string): Promise<string[]> {
-  const admin = kafkaForTests(mock.brokers).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset]));
-    return ends.filter((e) => at.get(e.partition) !== e.high).map((e) => `partition ${e.partition}: committed ${at.get(e.partition)}, end ${e.high}`);
-  } finally {
-    await admin.disconnect();
-  }
-}
-
-/** Waits until the group's committed offset is the end of every partition of the topic. */
-async function waitForGroupCaughtUp(mock: KafkaMock, groupId: string, topic: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let behind = await partitionsBehind(mock, groupId, topic);
-  while (behind.length > 0) {
-    if (Date.now() > deadline) assert.fail(`group ${groupId} did not commit every partition to its end:\n  ${behind.join('\n  ')}`);
-    await sleep(250);
-    behind = await partitionsBehind(mock, groupId, topic);
-  }
-}
-
-/** Notes how far into the test a step came: the file must stay within a few minutes on 2 cores. */
-function stopwatch(t: TestContext): (step: string) => void {
-  const start = Date.now();
-  return (step) => t.diagnostic(`${((Date.now() - start) / 1000).toFixed(1)} s: ${step}`);
-}
-
-async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs: number, context: () => string = () => ''): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`${what}: not within ${timeoutMs} ms\n${context()}`);
-    await sleep(100);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------
+import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-server.ts';
+import { randomTopic, startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
+import { describeProcess, killLivePipelines, spawnPipeline, type PipelineProcess } from '../support/pipeline-process.ts';
+import { randomDatabase, waitForSpans } from '../support/stack.ts';
+import {
+  add,
+  assertStoredEqualsTruth,
+  distinctSpans,
+  partitionsBehind,
+  simulate,
+  startCollector,
+  stopwatch,
+  waitFor,
+  waitForGroupCaughtUp,
+  type Produced,
+} from '../support/truth-check.ts';
 
 describe('pipeline faults: collector → Kafka → `holdscope pipeline` processes → ClickHouse HTTP server → read API', () => {
   let mock: KafkaMock;
@@ -335,7 +45,7 @@ describe('pipeline faults: collector → Kafka → `holdscope pipeline` processe
     cleanups = [];
   });
   after(async () => {
-    for (const child of liveChildren) child.kill('SIGKILL');
+    killLivePipelines();
     await mock?.stop();
   });
 
@@ -396,7 +106,7 @@ describe('pipeline faults: collector → Kafka → `holdscope pipeline` processe
 
     step(`${produced.spans} spans in Kafka`);
     const first = cleanup(await spawnPipeline('first', [...args, ...tuning]), (p) => p.stop());
-    const spansIn = () => queryNumber(client, `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`);
+    const spansIn = () => distinctSpans(client, database);
     await waitFor('first rows in ClickHouse', async () => (await spansIn()) > 0, 30_000, () => describeProcess(first));
 
     const atKill = await spansIn();

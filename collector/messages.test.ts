@@ -1,0 +1,206 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Attr, decodeOtlpJson, decodeOtlpProtobuf, forEachSpan, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
+import { decodeOtlpProtobufBounded, encodeOtlpProtobuf, LimitError } from '../contract/otlp-proto.ts';
+import { attributeProblem, BATCH_OVERHEAD_BYTES, MESSAGE_HEADERS, recordBytes, rejectionSummary, triage, valueProblem, type TriageLimits } from './messages.ts';
+
+function attrs(entries: Record<string, AttrValue>): AttrMap {
+  const map: AttrMap = Object.create(null);
+  for (const [k, v] of Object.entries(entries)) map[k] = v;
+  return map;
+}
+
+const RESOURCE = attrs({
+  [ResourceAttr.role]: 'decode',
+  [ResourceAttr.engineId]: 'decode-0',
+  [ResourceAttr.engineVersion]: 'v1',
+  [ResourceAttr.transferBackend]: 'mooncake',
+  [ResourceAttr.kvCapacitySlots]: 1000,
+});
+
+let counter = 0;
+/** A valid pd.hold span of `requestId`, with extra attributes. */
+function hold(requestId: string, extra: Record<string, AttrValue> = {}, name = 'pd.hold'): OtlpSpan {
+  const n = ++counter;
+  return {
+    traceId: '0af7651916cd43dd8448eb211c80319c',
+    spanId: n.toString(16).padStart(16, '0'),
+    parentSpanId: '',
+    name,
+    kind: 1,
+    startTimeUnixNano: 1_767_225_600_000_000_000n + BigInt(n),
+    endTimeUnixNano: 1_767_225_600_001_000_000n + BigInt(n),
+    attributes: attrs({
+      [Attr.requestId]: requestId,
+      [Attr.generation]: 0,
+      [Attr.holdExpectedRanks]: [0, 1],
+      [Attr.holdTimeoutMs]: 30000,
+      [Attr.kvSlots]: 64,
+      [Attr.kvPages]: [1, 2, 3, 4],
+      ...extra,
+    }),
+    statusCode: 0,
+    statusMessage: '',
+  };
+}
+
+function request(spans: OtlpSpan[], resource: AttrMap = RESOURCE): OtlpTraceRequest {
+  return { resourceSpans: [{ resource, scopeSpans: [{ scope: { name: 'test', version: '1' }, spans }] }] };
+}
+
+const LIMITS: TriageLimits = { maxAttributeLength: 4096, maxAttributes: 128, maxMessageBytes: 100_000 };
+
+function spanIdsOf(values: Buffer[]): string[] {
+  const ids: string[] = [];
+  for (const value of values) forEachSpan(decodeOtlpProtobuf(value), (span) => ids.push(span.spanId));
+  return ids;
+}
+
+function letter(value: Buffer): { reason: string; field: string; span_name: string; truncated?: string[]; otlp: unknown } {
+  return JSON.parse(value.toString()) as { reason: string; field: string; span_name: string; truncated?: string[]; otlp: unknown };
+}
+
+describe('attribute limits', () => {
+  it('measures strings in characters, bytes in bytes, arrays and key-value lists in values, nested ones counted', () => {
+    assert.equal(valueProblem('x'.repeat(10), 10), undefined);
+    assert.equal(valueProblem('x'.repeat(11), 10), 'a string of 11 characters, more than the limit of 10');
+    assert.equal(valueProblem(new Uint8Array(11), 10), '11 bytes, more than the limit of 10');
+    assert.equal(valueProblem(Array.from({ length: 10 }, () => 1), 10), undefined);
+    assert.equal(valueProblem(Array.from({ length: 11 }, () => 1), 10), 'an array of 11 items, more than the limit of 10 values');
+    assert.equal(valueProblem(attrs(Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`k${i}`, i]))), 10), 'a key-value list of 11 entries, more than the limit of 10 values');
+    assert.equal(valueProblem([[1, 2, 3], [4, 5, 6], [7, 8]], 10), 'an array holding more than the limit of 10 values (nested ones counted)');
+    assert.equal(valueProblem([[1, 2], [3]], 10), undefined);
+    assert.equal(valueProblem([attrs({ s: 'x'.repeat(11) })], 10), 'an array holding a string of 11 characters, more than the limit of 10');
+    assert.equal(valueProblem([new Uint8Array(11)], 10), 'an array holding 11 bytes, more than the limit of 10');
+    assert.equal(valueProblem(attrs({ ['k'.repeat(11)]: 1 }), 10), 'a key-value list holding a key of 11 characters, more than the limit of 10');
+    assert.equal(valueProblem([attrs({ ['k'.repeat(11)]: 1 })], 10), 'an array holding a key of 11 characters, more than the limit of 10');
+    for (const v of [null, true, 1.5, 2n ** 60n]) assert.equal(valueProblem(v, 0), undefined);
+  });
+
+  it('counts attributes and names the offending key, clipped', () => {
+    const many = attrs(Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`a${i}`, i])));
+    assert.deepEqual(attributeProblem(many, new Map(), 10, 4), { field: 'attribute_count', reason: '5 attributes, more than the limit of 4' });
+    assert.equal(attributeProblem(many, new Map(), 10, 5), undefined);
+    const longKey = 'k'.repeat(1000);
+    assert.deepEqual(attributeProblem(attrs({ [longKey]: 1 }), new Map(), 10, 5), {
+      field: 'attribute_length',
+      reason: `${'k'.repeat(128)}… (1000 characters): a key of 1000 characters, more than the limit of 10`,
+    });
+    assert.deepEqual(attributeProblem(attrs({ [longKey]: 'x'.repeat(2001) }), new Map(), 2000, 5), {
+      field: 'attribute_length',
+      reason: `${'k'.repeat(128)}… (1000 characters): a string of 2001 characters, more than the limit of 2000`,
+    });
+  });
+});
+
+describe('triage', () => {
+  it('puts a lifecycle that does not fit one message into several with its key, every span once, in order', () => {
+    const spans = Array.from({ length: 60 }, () => hold('req-big', { 'x.note': 'n'.repeat(4000) }));
+    const other = hold('req-small');
+    const out = triage(request([...spans, other]), LIMITS);
+    assert.equal(out.accepted, 61);
+    assert.equal(out.rejections.length, 0);
+    const big = out.messages.filter((m) => m.key === 'default/req-big');
+    assert.ok(big.length >= 3, `${big.length} messages`);
+    for (const m of out.messages) assert.ok(recordBytes(m.key, m.value.length, MESSAGE_HEADERS) <= LIMITS.maxMessageBytes! - BATCH_OVERHEAD_BYTES, `${m.value.length} bytes`);
+    assert.deepEqual(spanIdsOf(big.map((m) => m.value)), spans.map((s) => s.spanId));
+    assert.deepEqual(big.map((m) => m.spans).reduce((a, b) => a + b), 60);
+    assert.deepEqual(spanIdsOf(out.messages.filter((m) => m.key === 'default/req-small').map((m) => m.value)), [other.spanId]);
+    // Each message is a whole request with the spans' resource and scope.
+    const decoded = decodeOtlpProtobuf(big[1]!.value);
+    assert.deepEqual(decoded.resourceSpans[0]!.resource, RESOURCE);
+    assert.deepEqual(decoded.resourceSpans[0]!.scopeSpans[0]!.scope, { name: 'test', version: '1' });
+  });
+
+  it('writes what encodeOtlpProtobuf writes when a lifecycle fits one message', () => {
+    const spans = [hold('r1'), hold('r1')];
+    const out = triage(request(spans), LIMITS);
+    assert.equal(out.messages.length, 1);
+    assert.ok(out.messages[0]!.value.equals(Buffer.from(encodeOtlpProtobuf(request(spans)))));
+  });
+
+  it('rejects a span too large for a message on its own, with a clear reason and a small dead letter', () => {
+    const huge = hold('req-huge', Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`x.${i}`, 'y'.repeat(4000)])));
+    const out = triage(request([huge, hold('req-fine')]), LIMITS);
+    assert.equal(out.accepted, 1);
+    assert.equal(out.rejections.length, 1);
+    assert.equal(out.rejections[0]!.field, 'message_size');
+    assert.match(out.rejections[0]!.reason, /^the span takes \d+ bytes in a Kafka message with its resource and scope, more than the limit of 99872$/);
+    assert.equal(out.deadLetters.length, 1);
+    assert.equal(out.deadLetters[0]!.key, 'default/req-huge');
+    assert.ok(out.deadLetters[0]!.value.length < 50_000, `${out.deadLetters[0]!.value.length} bytes`);
+  });
+
+  it('rejects bytes values, key-value lists and attribute counts past the limits, of the span or its resource', () => {
+    const cases: [OtlpTraceRequest, string, RegExp][] = [
+      [request([hold('r', { blob: new Uint8Array(5000) })]), 'attribute_length', /^blob: 5000 bytes, more than the limit of 4096$/],
+      [request([hold('r', { map: attrs(Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, i]))) })]), 'attribute_length', /^map: a key-value list of 5000 entries/],
+      [request([hold('r', Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`a${i}`, i])))]), 'attribute_count', /^136 attributes, more than the limit of 128$/],
+      [request([hold('r')], attrs({ ...RESOURCE, big: 'x'.repeat(5000) })), 'attribute_length', /^resource: big: a string of 5000 characters/],
+    ];
+    for (const [r, field, reason] of cases) {
+      const out = triage(r, LIMITS);
+      assert.equal(out.accepted, 0);
+      assert.equal(out.rejections[0]!.field, field);
+      assert.match(out.rejections[0]!.reason, reason);
+      assert.equal(out.deadLetters.length, 1);
+    }
+  });
+
+  it('rejects with the decoder\'s reason a span whose attributes the decoder cut, before the contract check', () => {
+    // pd.request.id comes after 200 other attributes: the decoder keeps 128, so the contract would miss it.
+    const span = hold('r');
+    span.attributes = attrs({ ...Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`a${i}`, i])), ...span.attributes });
+    const { request: decoded, cut } = decodeOtlpProtobufBounded(encodeOtlpProtobuf(request([span])), { maxSpans: 10, maxAttributes: 128, maxValueItems: 4096, maxDecodedBytes: 1 << 26 });
+    const out = triage(decoded, LIMITS, new Date(), cut);
+    assert.deepEqual(out.rejections, [{ spanName: 'pd.hold', field: 'attribute_count', reason: '206 attributes, more than the limit of 128' }]);
+    assert.ok(letter(out.deadLetters[0]!.value).truncated?.some((t) => t.startsWith('attributes: cut while decoding (206 attributes')));
+  });
+
+  it('keeps dead letters and reasons small, saying how long what was cut was', () => {
+    const name = `pd.${'n'.repeat(3 * 1024 * 1024)}`;
+    const unknownName = hold('r1', {}, name);
+    const longArray = hold('r2', { 'x.pages': Array.from({ length: 900_000 }, () => 1), 'x.blob': new Uint8Array(100_000) });
+    const out = triage(request([unknownName, longArray]), LIMITS, new Date('2026-01-01T00:00:00Z'));
+    assert.equal(out.deadLetters.length, 2);
+    const [first, second] = out.deadLetters.map((d) => letter(d.value));
+    assert.match(first!.reason, /^unknown PD span name "pd\.n{97}"… \(3145731 characters\)$/);
+    assert.equal(first!.span_name, `${name.slice(0, 256)}… (${name.length} characters)`);
+    assert.ok(first!.truncated?.includes('name: 3145731 characters, the first 256 kept'), JSON.stringify(first!.truncated));
+    assert.match(second!.reason, /^x\.pages: an array of 900000 items, more than the limit of 4096 values$/);
+    assert.ok(second!.truncated?.includes('attributes["x.pages"]: an array of 900000 items, the first 32 kept'), JSON.stringify(second!.truncated));
+    assert.ok(second!.truncated?.includes('attributes["x.blob"]: 100000 bytes, the first 256 kept'), JSON.stringify(second!.truncated));
+    for (const d of out.deadLetters) assert.ok(d.value.length < 20_000, `${d.value.length} bytes`);
+    // `otlp` is OTLP/JSON the codec reads back: the shortened span with its resource.
+    const otlp = decodeOtlpJson(second!.otlp);
+    const shown = otlp.resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+    assert.equal(shown.spanId, longArray.spanId);
+    assert.equal((shown.attributes['x.pages'] as AttrValue[]).length, 32);
+    assert.deepEqual(otlp.resourceSpans[0]!.resource, RESOURCE);
+    const summary = rejectionSummary(out.rejections);
+    assert.ok(summary.length < 1000, summary);
+    assert.match(summary, /^2 PD span\(s\) rejected: pd\.n+… \(3145731 characters\): unknown PD span name/);
+  });
+
+  it('leaves the span out of dead letters once a request\'s letters are large', () => {
+    const bad = Array.from({ length: 30 }, () => hold('r', { [Attr.requestId]: '', big: 'x'.repeat(200) }));
+    const out = triage(request(bad), { ...LIMITS, maxDeadLetterBytes: 5000 });
+    const letters = out.deadLetters.map((d) => letter(d.value));
+    assert.ok(letters[0]!.otlp !== null);
+    assert.equal(letters.at(-1)!.otlp, null);
+    assert.deepEqual(letters.at(-1)!.truncated, ['otlp: left out, this request\'s dead letters passed 5000 bytes']);
+    assert.match(letters.at(-1)!.reason, /pd\.request\.id/);
+  });
+
+  it('refuses (LimitError) a request whose messages would pass maxRequestKafkaBytes', () => {
+    // Every lifecycle's message repeats the resource: 200 ids under a 20 kB resource make 4 MB from a small body.
+    const resource = attrs({ ...RESOURCE, ...Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`r${i}`, 'v'.repeat(2000)])) });
+    const spans = Array.from({ length: 200 }, (_, i) => hold(`id-${i}`));
+    assert.throws(() => triage(request(spans, resource), { ...LIMITS, maxRequestKafkaBytes: 1024 * 1024 }), (err: unknown) => {
+      assert.ok(err instanceof LimitError);
+      assert.match(err.message, /more than the limit of 1048576; send smaller batches$/);
+      return true;
+    });
+    assert.equal(triage(request(spans, resource), LIMITS).messages.length, 200);
+  });
+});

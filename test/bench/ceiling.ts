@@ -1,0 +1,114 @@
+import { Readable } from 'node:stream';
+import type { Kafka } from 'kafkajs';
+import type { ClickHouseClient } from '../../common/index.ts';
+import { encodeRows, eventsOf, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
+import { readTopic } from '../support/kafka-read.ts';
+import { KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS } from '../support/kafka-mock.ts';
+
+export interface RunResult {
+  rows: number;
+  seconds: number;
+  spansPerSecond: number;
+}
+
+/** Each message's rows, serialized ahead of time the way the pipeline inserts them, by `partition:offset`. */
+export async function preSerialize(kafka: Kafka, topic: string): Promise<{ byOffset: Map<string, EncodedRows>; rows: number }> {
+  const byOffset = new Map<string, EncodedRows>();
+  let rows = 0;
+  for (const message of await readTopic(kafka, topic, 300_000)) {
+    const encoded = encodeRows(eventsOf(message.value).events.map(spanRow));
+    byOffset.set(`${message.partition}:${message.offset}`, encoded);
+    rows += encoded.rows;
+  }
+  return { byOffset, rows };
+}
+
+/**
+ * The ceiling: kafkajs consuming the topic in a group and ClickHouse inserting the pre-serialized rows of what it
+ * fetched, committing after each INSERT, with the pipeline's default batching (8 partitions at once, 2 MiB
+ * per partition fetch; an INSERT once half of them wait, or at 50,000 rows, or after 200 ms) and no holdscope code in the loop: no decoding, no
+ * validation, no encoding. What the same broker and ClickHouse allow on this machine.
+ */
+export async function runCeiling(options: {
+  kafka: Kafka;
+  topic: string;
+  client: ClickHouseClient;
+  database: string;
+  prepared: Map<string, EncodedRows>;
+  expectedRows: number;
+  onProgress?: (rows: number) => void;
+}): Promise<RunResult> {
+  const { kafka, topic, client, database, prepared, expectedRows } = options;
+  const consumer = kafka.consumer({
+    groupId: `ceiling-${topic}`,
+    sessionTimeout: KAFKA_TEST_SESSION_TIMEOUT_MS,
+    heartbeatInterval: KAFKA_TEST_HEARTBEAT_INTERVAL_MS,
+    maxBytesPerPartition: 2 * 1024 * 1024,
+    maxBytes: 16 * 1024 * 1024,
+  });
+  let pending: { texts: string[]; rows: number; done: () => void }[] = [];
+  let pendingRows = 0;
+  let inserted = 0;
+  let firstFetch = 0;
+  let chain = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  let finished!: () => void;
+  const allIn = new Promise<void>((resolve) => (finished = resolve));
+
+  const insertPending = async () => {
+    while (pending.length > 0) {
+      const batch = pending;
+      pending = [];
+      const rows = batch.reduce((n, p) => n + p.rows, 0);
+      pendingRows -= rows;
+      await client.insert({
+        table: `${database}.spans`,
+        values: Readable.from(batch.flatMap((p) => p.texts), { objectMode: false }),
+        format: 'TabSeparated',
+        columns: [...SPAN_COLUMNS],
+        clickhouse_settings: TSV_INSERT_SETTINGS,
+      });
+      inserted += rows;
+      options.onProgress?.(inserted);
+      for (const p of batch) p.done();
+      if (inserted >= expectedRows) finished();
+    }
+  };
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    chain = chain.then(insertPending);
+  };
+
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    autoCommit: false,
+    eachBatchAutoResolve: false,
+    partitionsConsumedConcurrently: 8,
+    eachBatch: async ({ batch, resolveOffset }) => {
+      if (batch.messages.length === 0) return;
+      firstFetch ||= performance.now();
+      const texts: string[] = [];
+      let rows = 0;
+      for (const m of batch.messages) {
+        const encoded = prepared.get(`${batch.partition}:${m.offset}`);
+        if (!encoded) throw new Error(`no pre-serialized rows for ${batch.partition}:${m.offset}`);
+        texts.push(encoded.text);
+        rows += encoded.rows;
+      }
+      await new Promise<void>((done) => {
+        pending.push({ texts, rows, done });
+        pendingRows += rows;
+        if (pendingRows >= 50_000 || pending.length >= 4) flush();
+        else timer ??= setTimeout(flush, 200);
+      });
+      resolveOffset(batch.lastOffset());
+      await consumer.commitOffsets([{ topic, partition: batch.partition, offset: (BigInt(batch.lastOffset()) + 1n).toString() }]);
+    },
+  });
+  await allIn;
+  const seconds = (performance.now() - firstFetch) / 1000;
+  await consumer.disconnect();
+  return { rows: inserted, seconds, spansPerSecond: inserted / seconds };
+}

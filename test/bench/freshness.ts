@@ -1,0 +1,131 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startOtlpReceiver } from '../../collector/index.ts';
+import { encodeOtlpProtobuf, forEachSpan, type OtlpTraceRequest } from '../../contract/index.ts';
+import { buildScenario, runSimulation } from '../../emitter/index.ts';
+
+export interface Workload {
+  bodies: { body: Uint8Array; spans: number; probe?: { requestId: string; endNs: bigint } }[];
+  spans: number;
+}
+
+const REQUEST_ID = 'pd.request.id';
+
+/** ISO 8601 with up to nine fractional digits (as the read API writes DateTime64) to Unix nanoseconds. */
+export function isoToNanos(text: string): bigint {
+  const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z?$/.exec(text.replace(' ', 'T'));
+  if (!match) throw new Error(`not an ISO time: ${text}`);
+  return BigInt(Date.parse(`${match[1]}Z`)) * 1_000_000n + BigInt((match[2] ?? '').padEnd(9, '0'));
+}
+
+/**
+ * The engines' OTLP requests for `seconds` of traffic at `rate` spans/s, captured from the simulator and encoded
+ * ahead of time so that replaying them costs the sender almost nothing. Every `probeEvery`-th request carries a
+ * probe: a span whose end is later than every earlier span of its request id, so the lifecycle record can only
+ * show it (last_seen at or after its end) once that very span is stored.
+ */
+export async function buildWorkload(options: { rate: number; seconds: number; probeEvery: number; idPrefix: string; startTimeMs: number }): Promise<Workload> {
+  const captured: OtlpTraceRequest[] = [];
+  const receiver = await startOtlpReceiver({ port: 0, host: '127.0.0.1', onRequest: (request) => void captured.push(request) });
+  try {
+    const { config } = buildScenario('mixed', 17);
+    config.requests = Math.max(1, Math.round((options.rate * options.seconds) / 16.4));
+    config.durationMs = Number.MAX_SAFE_INTEGER;
+    config.idPrefix = options.idPrefix;
+    await runSimulation({ config, endpoint: receiver.url, startTimeMs: options.startTimeMs, pace: 'fast', batchSize: 256, keepTruth: false });
+  } finally {
+    await receiver.close();
+  }
+  const latestEnd = new Map<string, bigint>();
+  let spans = 0;
+  const bodies = captured.map((request, index) => {
+    let count = 0;
+    let probe: { requestId: string; endNs: bigint } | undefined;
+    forEachSpan(request, (span) => {
+      count++;
+      const id = span.attributes[REQUEST_ID];
+      if (typeof id !== 'string') return;
+      const before = latestEnd.get(id) ?? -1n;
+      if (!probe && index % options.probeEvery === 0 && span.endTimeUnixNano > before) probe = { requestId: id, endNs: span.endTimeUnixNano };
+      if (span.endTimeUnixNano > before) latestEnd.set(id, span.endTimeUnixNano);
+    });
+    spans += count;
+    return { body: encodeOtlpProtobuf(request), spans: count, probe };
+  });
+  return { bodies, spans };
+}
+
+export interface FreshnessResult {
+  offeredSpansPerSecond: number;
+  samplesMs: number[];
+  rejected: number;
+  unseen: number;
+}
+
+/**
+ * Replays the workload into the collector at a fixed rate (each request at its scheduled time, whether or not the
+ * previous ones were answered) and measures, for each probe, the time from the start of its export to the moment
+ * the read API's record of its lifecycle shows it, polling every `pollMs`.
+ */
+export async function measureFreshness(options: {
+  workload: Workload;
+  rate: number;
+  collectorUrl: string;
+  readApiUrl: string;
+  pollMs: number;
+  timeoutMs: number;
+  onProgress?: (sent: number, samples: number) => void;
+}): Promise<FreshnessResult> {
+  const { workload, rate, collectorUrl, readApiUrl } = options;
+  const samplesMs: number[] = [];
+  let rejected = 0;
+  let unseen = 0;
+  const inFlight: Promise<void>[] = [];
+  const visible = async (probe: { requestId: string; endNs: bigint }, exportedAt: number) => {
+    const deadline = exportedAt + options.timeoutMs;
+    while (performance.now() < deadline) {
+      const res = await fetch(`${readApiUrl}/api/lifecycles/${encodeURIComponent(probe.requestId)}`);
+      if (res.ok) {
+        const body = (await res.json()) as { lifecycles: { last_seen: string }[] };
+        if (body.lifecycles.some((l) => isoToNanos(l.last_seen) >= probe.endNs)) {
+          samplesMs.push(performance.now() - exportedAt);
+          return;
+        }
+      } else await res.arrayBuffer();
+      await sleep(options.pollMs);
+    }
+    unseen++;
+  };
+  const started = performance.now();
+  let scheduledSpans = 0;
+  let sent = 0;
+  for (const item of workload.bodies) {
+    const due = started + (scheduledSpans / rate) * 1000;
+    scheduledSpans += item.spans;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    const exportedAt = performance.now();
+    inFlight.push(
+      (async () => {
+        for (;;) {
+          const res = await fetch(`${collectorUrl}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: item.body });
+          await res.arrayBuffer();
+          if (res.ok) break;
+          rejected++;
+          await sleep(Number(res.headers.get('retry-after') ?? 1) * 1000);
+        }
+        sent += item.spans;
+        options.onProgress?.(sent, samplesMs.length);
+        if (item.probe) await visible(item.probe, exportedAt);
+      })(),
+    );
+  }
+  const offeredSeconds = (performance.now() - started) / 1000;
+  await Promise.all(inFlight);
+  return { offeredSpansPerSecond: workload.spans / offeredSeconds, samplesMs, rejected, unseen };
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
+}

@@ -1,0 +1,171 @@
+/**
+ * `npm run bench [-- --quick]`: holdscope's throughput, freshness, query latency and memory, measured in one run
+ * on one broker (librdkafka's mock cluster) and one ClickHouse server (chdb serving HTTP), so the ratios hold on a
+ * noisy shared machine. Prints a table, then one JSON object as the last line.
+ */
+import { Command } from 'commander';
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import { migrate } from '../../pipeline/index.ts';
+import { createClickHouse } from '../../common/index.ts';
+import { startClickHouseServer } from '../support/clickhouse-server.ts';
+import { kafkaForTests, startKafkaMock } from '../support/kafka-mock.ts';
+import { produceBacklog } from './backlog.ts';
+import { preSerialize, runCeiling } from './ceiling.ts';
+import { Collector, collectorConfigSchema } from '../../collector/index.ts';
+import { startHttpServer } from '../../dashboards/index.ts';
+import { quietLog } from '../support/stack.ts';
+import { buildWorkload, measureFreshness, percentile } from './freshness.ts';
+import { buildQueryDataset, timePageRequests } from './page-queries.ts';
+import { drainThroughPipeline, PIPELINE_HEAP_MB, spawnPipeline } from './pipeline-process.ts';
+import { progress, report, stage, type Figure } from './report.ts';
+
+const program = new Command('bench')
+  .option('--quick', 'a smaller run, under 2 minutes')
+  .option('--spans <n>', 'backlog drained by the ceiling and the pipeline (default 1,000,000; quick 100,000)')
+  .option('--lifecycles <n>', 'lifecycles in the query dataset (default 10,000,000; quick 50,000)')
+  .option('--rate <spansPerSecond>', 'offered load of the freshness run (default 20,000; quick 5,000)')
+  .option('--freshness-seconds <s>', 'length of the freshness run (default 60; quick 10)')
+  .option('--runs <n>', 'times each page request is timed (default 20; quick 5)')
+  .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
+  .parse();
+const opts = program.opts<{ quick?: boolean; spans?: string; lifecycles?: string; rate?: string; freshnessSeconds?: string; runs?: string; partitions?: string }>();
+const quick = opts.quick === true;
+const settings = {
+  spans: Number(opts.spans ?? (quick ? 100_000 : 1_000_000)),
+  lifecycles: Number(opts.lifecycles ?? (quick ? 50_000 : 10_000_000)),
+  rate: Number(opts.rate ?? (quick ? 5_000 : 20_000)),
+  freshnessSeconds: Number(opts.freshnessSeconds ?? (quick ? 10 : 60)),
+  partitions: 0,
+};
+// About 520 bytes per span in the collector's messages; 3.5 MB per partition leaves the mock's 5 MB some room.
+settings.partitions = Number(opts.partitions ?? Math.max(12, Math.ceil((settings.spans * 520) / 3.5e6)));
+for (const [key, value] of Object.entries(settings)) if (!Number.isFinite(value) || value <= 0) program.error(`--${key}: expected a positive number, got ${value}`);
+
+const figures: Figure[] = [];
+const started = Date.now();
+const mock = await startKafkaMock({ brokers: 3 });
+const server = await startClickHouseServer();
+// Building the query dataset runs single statements for minutes: a generous timeout.
+const client = await createClickHouse({ url: server.url, dataPath: '', requestTimeoutMs: 60 * 60_000 });
+const kafka = kafkaForTests(mock.brokers, 'holdscope-bench');
+const run = createHash('sha1').update(String(started)).digest('hex').slice(0, 6);
+try {
+  // 1–2, 5: one backlog, drained by the ceiling and then by the pipeline.
+  const topic = `bench-backlog-${run}`;
+  await mock.createTopic(topic, settings.partitions);
+  stage('producing the backlog');
+  const backlog = await produceBacklog({ kafka, topic, spans: settings.spans, seed: 7, idPrefix: `b${run}`, startTimeMs: Date.now() - 3_600_000, onProgress: (n) => progress(`producing the backlog: ${n} spans`) });
+  figures.push({ name: 'backlog', value: backlog.spans, unit: 'spans', note: `${backlog.lifecycles} lifecycles, ${backlog.messages} messages (${(backlog.bytes / 2 ** 20).toFixed(0)} MiB) in ${settings.partitions} partitions` });
+  stage('serializing the backlog ahead of time');
+  const prepared = await preSerialize(kafka, topic);
+  if (prepared.rows !== backlog.spans) throw new Error(`pre-serialized ${prepared.rows} rows for ${backlog.spans} spans`);
+
+  const ceilingDb = `bench_ceiling_${run}`;
+  await migrate(client, { database: ceilingDb, retentionDays: 30 });
+  stage('ceiling');
+  const ceiling = await runCeiling({ kafka, topic, client, database: ceilingDb, prepared: prepared.byOffset, expectedRows: prepared.rows, onProgress: (n) => progress(`ceiling: ${n} rows`) });
+  prepared.byOffset.clear();
+  figures.push({ name: 'ceiling', value: Math.round(ceiling.spansPerSecond), unit: 'spans/s', note: `kafkajs + INSERT of pre-serialized rows, ${ceiling.seconds.toFixed(2)} s` });
+
+  const pipelineDb = `bench_pipeline_${run}`;
+  stage('pipeline draining the backlog');
+  const drained = await drainThroughPipeline(
+    ['--kafka-brokers', mock.brokers.join(','), '--topics', topic, '--group-id', `pipeline-${topic}`, '--clickhouse-url', server.url, '--database', pipelineDb],
+    backlog.spans,
+    (n) => progress(`pipeline: ${n} rows`),
+  );
+  const ratio = drained.spansPerSecond / ceiling.spansPerSecond;
+  figures.push({ name: 'pipeline', value: Math.round(drained.spansPerSecond), unit: 'spans/s', note: `holdscope pipeline process, ${drained.seconds.toFixed(2)} s` });
+  figures.push({ name: 'ratio', value: Number(ratio.toFixed(3)), unit: '', goal: '>= 0.7', ok: ratio >= 0.7 });
+  figures.push({ name: 'peak RSS', value: Math.round(drained.peakRssMiB), unit: 'MiB', note: `pipeline draining ${backlog.spans} spans, NODE_OPTIONS=--max-old-space-size=${PIPELINE_HEAP_MB}`, goal: '< 400', ok: drained.peakRssMiB < 400 });
+
+  await client.command({ query: `DROP DATABASE IF EXISTS ${ceilingDb}` });
+
+  // 3: freshness at a fixed offered load, collector → Kafka → pipeline process → ClickHouse → read API.
+  const freshTopic = `bench-fresh-${run}`;
+  const freshDb = `bench_fresh_${run}`;
+  await mock.createTopic(freshTopic, 12);
+  stage('freshness');
+  const workload = await buildWorkload({ rate: settings.rate, seconds: settings.freshnessSeconds, probeEvery: Math.max(1, Math.round(settings.rate / 256 / 4)), idPrefix: `f${run}`, startTimeMs: Date.now() });
+  stage('freshness: workload ready');
+  const collector = new Collector(collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic: freshTopic, deadLetterTopic: `${freshTopic}-dlq` }), { log: quietLog });
+  const collectorPort = await collector.start();
+  const freshPipeline = await spawnPipeline(['--kafka-brokers', mock.brokers.join(','), '--topics', freshTopic, '--group-id', `pipeline-${freshTopic}`, '--clickhouse-url', server.url, '--database', freshDb]);
+  const freshApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: freshDb, log: quietLog });
+  let fresh;
+  try {
+    // The group's first join takes seconds on the mock: wait until a first request is visible before timing.
+    const warmUp = workload.bodies[workload.bodies.length - 1];
+    if (warmUp) await fetch(`http://127.0.0.1:${collectorPort}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: warmUp.body });
+    for (let i = 0; i < 300 && ((await freshPipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    stage('freshness: pipeline ready, measuring');
+    fresh = await measureFreshness({
+      workload,
+      rate: settings.rate,
+      collectorUrl: `http://127.0.0.1:${collectorPort}`,
+      readApiUrl: `http://127.0.0.1:${freshApi.port}`,
+      pollMs: 100,
+      timeoutMs: 60_000,
+      onProgress: (sent, samples) => progress(`freshness: ${sent} spans sent, ${samples} probes seen`),
+    });
+  } finally {
+    stage('freshness: stopping');
+    await freshApi.close();
+    await freshPipeline.stop();
+    await collector.shutdown();
+  }
+  const freshnessP50 = percentile(fresh.samplesMs, 50);
+  const freshnessP99 = percentile(fresh.samplesMs, 99);
+  figures.push({ name: 'offered load', value: Math.round(fresh.offeredSpansPerSecond), unit: 'spans/s', note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests answered 429/503 and retried` });
+  figures.push({ name: 'freshness p50', value: Math.round(freshnessP50), unit: 'ms', note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms` });
+  figures.push({ name: 'freshness p99', value: Math.round(freshnessP99), unit: 'ms', goal: '< 2000', ok: freshnessP99 < 2000 && fresh.unseen === 0, note: fresh.unseen > 0 ? `${fresh.unseen} probes never seen within 60 s` : undefined });
+
+  // 4: the pages' queries over a large dataset.
+  const queryDb = `bench_queries_${run}`;
+  const endMs = Date.now();
+  stage('building the query dataset');
+  const dataset = await buildQueryDataset({ client, templateDb: pipelineDb, database: queryDb, lifecycles: settings.lifecycles, endMs, onProgress: (n) => progress(`query dataset: ${n} lifecycles`) });
+  figures.push({ name: 'query dataset', value: dataset.lifecycles, unit: 'lifecycles', note: `${dataset.spans} spans over ${dataset.hours.toFixed(1)} h ending now, built in ${dataset.seconds.toFixed(0)} s` });
+  const queryApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: queryDb, log: quietLog });
+  let latencies;
+  try {
+    const idRows = await (await client.query({ query: `SELECT request_id FROM ${queryDb}.spans WHERE name = 'pd.release' AND start_time >= {from:DateTime64(9)} LIMIT 1`, format: 'JSONEachRow', query_params: { from: new Date(endMs - 3_600_000).toISOString().replace('T', ' ').replace('Z', '') } })).json<{ request_id: string }>();
+    stage("timing the pages' requests");
+    if (!idRows[0]) throw new Error('the query dataset has no release in its last hour');
+    latencies = await timePageRequests({
+      apiUrl: `http://127.0.0.1:${queryApi.port}`,
+      from: new Date(endMs - 3_600_000).toISOString(),
+      to: new Date(endMs).toISOString(),
+      requestId: idRows[0].request_id,
+      runs: Number(opts.runs ?? (quick ? 5 : 20)),
+      onProgress: (n) => progress(`page requests: ${n} timed`),
+    });
+  } finally {
+    await queryApi.close();
+  }
+  for (const l of latencies) figures.push({ name: `  ${l.page} ${l.path}`, value: Math.round(l.p95Ms), unit: 'ms p95', note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs` });
+  const queryP95 = Math.max(...latencies.filter((l) => l.page === 'on-call').map((l) => l.p95Ms));
+  figures.push({ name: 'query p95', value: Math.round(queryP95), unit: 'ms', goal: '< 250', ok: queryP95 < 250, note: 'slowest request of the on-call page, last hour' });
+
+  report(figures, {
+    machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
+    command: `npm run bench${quick ? ' -- --quick' : ''}`,
+    seconds: (Date.now() - started) / 1000,
+    json: {
+      pipeline_spans_per_s: Math.round(drained.spansPerSecond),
+      ceiling_spans_per_s: Math.round(ceiling.spansPerSecond),
+      ratio: Number(ratio.toFixed(3)),
+      rss_mb: Math.round(drained.peakRssMiB),
+      freshness_p50_ms: Math.round(freshnessP50),
+      freshness_p99_ms: Math.round(freshnessP99),
+      offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
+      query_p95_ms: Math.round(queryP95),
+      query_lifecycles: dataset.lifecycles,
+    },
+  });
+} finally {
+  await client.close();
+  await server.stop();
+  await mock.stop();
+}

@@ -1,0 +1,93 @@
+import type { ClickHouseClient } from '../../common/index.ts';
+import { migrate } from '../../pipeline/index.ts';
+import { percentile } from './freshness.ts';
+
+async function scalar(client: ClickHouseClient, query: string, params: Record<string, unknown> = {}): Promise<number> {
+  const rows = await (await client.query({ query, format: 'JSONEachRow', query_params: params })).json<{ n: number | string }>();
+  return Number(rows[0]?.n ?? NaN);
+}
+
+/**
+ * A large query dataset built inside ClickHouse from a simulated template (the backlog the pipeline stored):
+ * copies of its spans under new request ids, laid end to end so that they form one stretch of traffic at the
+ * template's rate ending at `endMs`, and keep the simulator's mix (drains, timeouts, tails, late writes, storms).
+ * The copies go through the `spans` table and its materialized view, as ingested spans do.
+ */
+export async function buildQueryDataset(options: {
+  client: ClickHouseClient;
+  templateDb: string;
+  database: string;
+  lifecycles: number;
+  endMs: number;
+  onProgress?: (lifecycles: number) => void;
+}): Promise<{ lifecycles: number; spans: number; hours: number; seconds: number }> {
+  const { client, templateDb, database } = options;
+  const started = performance.now();
+  await migrate(client, { database, retentionDays: 30 });
+  const templateLifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${templateDb}.lifecycle_states)`);
+  const templateStart = await scalar(client, `SELECT toUnixTimestamp64Milli(min(start_time)) AS n FROM ${templateDb}.spans`);
+  const templateEnd = await scalar(client, `SELECT toUnixTimestamp64Milli(max(end_time)) AS n FROM ${templateDb}.spans`);
+  const copies = Math.max(1, Math.ceil(options.lifecycles / templateLifecycles));
+  const slotMs = templateEnd - templateStart + 1;
+  const perInsert = Math.max(1, Math.floor(2_000_000 / templateLifecycles));
+  for (let first = 0; first < copies; first += perInsert) {
+    const count = Math.min(perInsert, copies - first);
+    await client.command({
+      query: `
+        INSERT INTO ${database}.spans
+        SELECT s.* REPLACE (
+            concat(s.request_id, '~', toString(n.number)) AS request_id,
+            addMilliseconds(s.start_time, {base:Int64} - toInt64(n.number) * {slot:Int64}) AS start_time,
+            addMilliseconds(s.end_time, {base:Int64} - toInt64(n.number) * {slot:Int64}) AS end_time)
+        FROM ${templateDb}.spans AS s, numbers({first:UInt64}, {count:UInt64}) AS n`,
+      query_params: { base: options.endMs - slotMs - templateStart, slot: slotMs, first, count },
+      clickhouse_settings: { max_insert_threads: '2', max_partitions_per_insert_block: '1000' },
+    });
+    options.onProgress?.((first + count) * templateLifecycles);
+  }
+  const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);
+  const spans = await scalar(client, `SELECT count() AS n FROM ${database}.spans`);
+  return { lifecycles, spans, hours: (copies * slotMs) / 3_600_000, seconds: (performance.now() - started) / 1000 };
+}
+
+export interface EndpointLatency {
+  path: string;
+  page: 'on-call' | 'request';
+  p50Ms: number;
+  p95Ms: number;
+  runs: number;
+}
+
+/**
+ * Every request the on-call page makes for its default window (the last hour), and the request page's, each
+ * timed `runs` times through the read API's HTTP server, one at a time.
+ */
+export async function timePageRequests(options: { apiUrl: string; from: string; to: string; requestId: string; runs: number; onProgress?: (done: number) => void }): Promise<EndpointLatency[]> {
+  const window = `from=${encodeURIComponent(options.from)}&to=${encodeURIComponent(options.to)}`;
+  const id = encodeURIComponent(options.requestId);
+  const endpoints: { path: string; page: EndpointLatency['page'] }[] = [
+    { path: `/api/flags?${window}`, page: 'on-call' },
+    { path: `/api/queries/hold_resolution_groups?${window}`, page: 'on-call' },
+    { path: `/charts/resolution.json?${window}`, page: 'on-call' },
+    { path: `/charts/tails.json?${window}`, page: 'on-call' },
+    { path: `/charts/kv_pinned.json?${window}`, page: 'on-call' },
+    { path: `/api/lifecycles/${id}`, page: 'request' },
+    { path: `/api/queries/late_write_victims?${window}&request_id=${id}`, page: 'request' },
+    { path: `/charts/timeline.json?request_id=${id}`, page: 'request' },
+  ];
+  const out: EndpointLatency[] = [];
+  let done = 0;
+  for (const endpoint of endpoints) {
+    const times: number[] = [];
+    for (let run = 0; run < options.runs; run++) {
+      const started = performance.now();
+      const res = await fetch(`${options.apiUrl}${endpoint.path}`);
+      const body = await res.text();
+      if (!res.ok) throw new Error(`${endpoint.path}: ${res.status} ${body.slice(0, 300)}`);
+      times.push(performance.now() - started);
+      options.onProgress?.(++done);
+    }
+    out.push({ path: endpoint.path.split('?')[0] as string, page: endpoint.page, p50Ms: percentile(times, 50), p95Ms: percentile(times, 95), runs: times.length });
+  }
+  return out;
+}
