@@ -105,14 +105,6 @@ export class KafkaSource {
   /** What the consumer is doing, for `status()`. */
   private phase = 'not started';
   private batchesInHand = 0;
-  /** Per partition, the commit of its latest batch handed to the writer, chained behind the earlier ones. */
-  private readonly commitChains = new Map<string, Promise<void>>();
-  /** Per partition, the offset to commit next (its batches up to it are stored). */
-  private readonly committable = new Map<string, { topic: string; partition: number; offset: string }>();
-  private committing: Promise<void> | undefined;
-  private commitAgain = false;
-  /** Bumped at every group join: batches fetched before it are not committed after it. */
-  private generation = 0;
 
   constructor(private readonly options: KafkaSourceOptions) {}
 
@@ -149,7 +141,6 @@ export class KafkaSource {
     const current = () => this.consumer === consumer && !this.stopping;
     this.phase = 'connecting to Kafka';
     consumer.on(consumer.events.GROUP_JOIN, () => {
-      this.generation++;
       if (current()) this.phase = 'consuming';
     });
     consumer.on(consumer.events.REBALANCING, () => {
@@ -177,8 +168,7 @@ export class KafkaSource {
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently,
       eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
-        if (batch.messages.length === 0 || !isRunning() || isStale()) return;
-        const generation = this.generation;
+        if (batch.messages.length === 0) return;
         this.batchesInHand++;
         try {
           const rows = rowsOf(
@@ -186,97 +176,42 @@ export class KafkaSource {
             metrics,
             log,
           );
-          // Bounded memory: while the writer holds its limit of rows, wait (a member that waits keeps heartbeating).
-          await writer.waitForRoom(heartbeat, this.options.heartbeatIntervalMs);
-          // No keep-alive for the write itself: it would hold the batch (and its fetch response) until the INSERT.
-          const stored = writer.write(rows);
-          // The fetch position moves on at once, so that fetching and decoding the next batches overlap this
-          // batch's INSERT; the group's committed offset moves only once ClickHouse has the rows, below.
-          resolveOffset(batch.lastOffset());
-          this.commitAfter(consumer, stored, batch.topic, batch.partition, batch.lastOffset(), generation);
+          // Rows may wait behind other partitions' INSERTs: keep the group membership alive meanwhile.
+          const beat = setInterval(() => void heartbeat().catch(() => undefined), this.options.heartbeatIntervalMs);
+          try {
+            await writer.write(rows, heartbeat);
+          } finally {
+            clearInterval(beat);
+          }
         } finally {
           this.batchesInHand--;
         }
+        if (!isRunning() || isStale()) return;
+        // Only now may the group's committed offset move past this batch, and the fetch position with it.
+        const next = (BigInt(batch.lastOffset()) + 1n).toString();
+        try {
+          await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: next }]);
+        } catch (error) {
+          const refusal = commitRefusal(error);
+          if (!refusal) throw error;
+          // The rows are stored, their offsets are not: the batch is read again, by this member or by the
+          // partition's next owner, which changes nothing. The fetch position stays at the batch so that it is.
+          metrics.commitsRefused.inc({ reason: refusal.type });
+          log.warn(
+            { topic: batch.topic, partition: batch.partition, offset: next, reason: refusal.type },
+            refusal.rejoin ? 'offset commit refused by the group (rebalance); rejoining, the batch will be read again' : 'offset commit refused by the group; the batch will be read again',
+          );
+          // The bare protocol error, unlike the wrapper kafkajs's retries put around it, is one kafkajs's consumer
+          // loop answers by rejoining the group: no crash, no restart. When no rejoin is needed, carry on.
+          if (refusal.rejoin) throw refusal.error;
+          return;
+        }
+        resolveOffset(batch.lastOffset());
+        metrics.commits.inc();
       },
     });
     // run() also returns when the first join failed (the crash handler has it in hand).
     if (!crashed) log.info({ topics, groupId }, 'consuming');
-  }
-
-  /**
-   * Makes a batch's offset committable once its rows are stored and every earlier batch of its partition is, so a
-   * partition's committed offset never passes a batch ClickHouse does not have. A failed write (only at shutdown)
-   * ends the partition's chain: nothing after it is committed. Only plain values are kept, never the batch.
-   */
-  private commitAfter(consumer: Consumer, stored: Promise<void>, topic: string, partition: number, lastOffset: string, generation: number): void {
-    const key = `${topic}:${partition}`;
-    const offset = (BigInt(lastOffset) + 1n).toString();
-    // Handled here and awaited below, possibly later: its failure must not count as unhandled meanwhile.
-    stored.catch(() => undefined);
-    const chain = (this.commitChains.get(key) ?? Promise.resolve())
-      .then(() => stored)
-      .then(() => {
-        // Fetched before a rebalance: the partition's owner now reads from the committed offset anyway.
-        if (generation !== this.generation || consumer !== this.consumer) return;
-        this.committable.set(key, { topic, partition, offset });
-        this.commitSoon(consumer);
-      });
-    this.commitChains.set(key, chain);
-    // A settled chain is forgotten, unless it failed: later batches of the partition chain behind it and never commit.
-    chain.then(
-      () => {
-        if (this.commitChains.get(key) === chain) this.commitChains.delete(key);
-      },
-      () => undefined,
-    );
-  }
-
-  /** One commit request at a time, carrying the latest committable offset of every partition. */
-  private commitSoon(consumer: Consumer): void {
-    if (this.committing) {
-      this.commitAgain = true;
-      return;
-    }
-    this.committing = (async () => {
-      do {
-        this.commitAgain = false;
-        const offsets = [...this.committable.values()];
-        this.committable.clear();
-        if (offsets.length > 0) await this.commit(consumer, offsets);
-      } while (this.commitAgain || this.committable.size > 0);
-    })().finally(() => {
-      this.committing = undefined;
-    });
-  }
-
-  private async commit(consumer: Consumer, offsets: { topic: string; partition: number; offset: string }[]): Promise<void> {
-    const { metrics, log } = this.options;
-    try {
-      await consumer.commitOffsets(offsets);
-      metrics.commits.inc();
-    } catch (error) {
-      const refusal = commitRefusal(error);
-      if (!refusal) {
-        // Kafka unreachable, say: a later commit of these partitions covers these offsets too; until one succeeds,
-        // a restart reads the batches again, which changes nothing.
-        log.warn({ partitions: offsets.length, err: (error as Error).message }, 'offset commit failed; a later commit covers it');
-        return;
-      }
-      // The rows are stored, their offsets are not: the partitions' next owners (after the rebalance the group
-      // is in) read those batches again, which changes nothing.
-      metrics.commitsRefused.inc({ reason: refusal.type });
-      log.warn({ partitions: offsets.length, reason: refusal.type }, 'offset commit refused by the group (rebalance); the batches will be read again');
-    }
-  }
-
-  /** Resolves when every batch handed to the writer so far is committed, or will never be (its write failed). */
-  async commitsSettled(): Promise<void> {
-    for (;;) {
-      const chains = [...this.commitChains.values()];
-      await Promise.allSettled(chains);
-      await this.committing;
-      if ([...this.commitChains.values()].every((c) => chains.includes(c)) && !this.committing) return;
-    }
   }
 
   private scheduleRestart(): void {
@@ -318,10 +253,6 @@ export class KafkaSource {
       }
       const was = this.phase;
       this.phase = `finishing the batches in hand and leaving the group${was === 'consuming' ? '' : ` (was ${was})`}`;
-      // Stop fetching, let the writer store what it holds and commit it, then leave the group.
-      await this.consumer?.stop().catch(() => undefined);
-      this.phase = `committing ${this.commitChains.size} partition(s) once ClickHouse has their rows`;
-      await this.commitsSettled();
       await this.consumer?.disconnect();
       this.phase = 'stopped';
     })();

@@ -10,8 +10,6 @@ export interface SpanWriterOptions {
   maxBatchRows: number;
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: number;
-  /** Rows held (queued or being inserted) beyond which waitForRoom() makes producers wait: bounds memory. */
-  maxPendingRows?: number;
   /** First and largest pause between retries of a failed INSERT (ms). */
   retryInitialMs: number;
   retryMaxMs: number;
@@ -40,7 +38,6 @@ export class SpanWriter {
   private timer: NodeJS.Timeout | undefined;
   private inserting: Promise<void> = Promise.resolve();
   private stopped = false;
-  private roomWaiters: (() => void)[] = [];
 
   constructor(private readonly options: SpanWriterOptions) {}
 
@@ -58,21 +55,6 @@ export class SpanWriter {
 
   get pendingRowCount(): number {
     return this.pendingRows;
-  }
-
-  /**
-   * Resolves once the writer holds fewer rows than maxPendingRows (at once when it does), running `keepAlive`
-   * every `keepAliveMs` meanwhile: callers that do not wait for their own rows call this first.
-   */
-  async waitForRoom(keepAlive?: () => Promise<void>, keepAliveMs = 1000): Promise<void> {
-    const limit = this.options.maxPendingRows ?? 2 * this.options.maxBatchRows;
-    if (this.pendingRows < limit) return;
-    const beat = keepAlive ? setInterval(() => void keepAlive().catch(() => undefined), keepAliveMs) : undefined;
-    try {
-      while (this.pendingRows >= limit && !this.stopped) await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
-    } finally {
-      clearInterval(beat);
-    }
   }
 
   private flushSoon(delayMs: number): void {
@@ -111,13 +93,11 @@ export class SpanWriter {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
         this.pendingRows = 0;
-        for (const wake of this.roomWaiters.splice(0)) wake();
-        throw error;
+          throw error;
       }
       this.pendingRows -= count;
       this.options.metrics.rowsPending.set(this.pendingRows);
       for (const p of batch) p.resolve();
-      for (const wake of this.roomWaiters.splice(0)) wake();
     }
   }
 
@@ -157,7 +137,6 @@ export class SpanWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.stopped = true;
-    for (const wake of this.roomWaiters.splice(0)) wake();
     await this.flush().catch(() => undefined);
   }
 }

@@ -67,9 +67,6 @@ class FakeConsumer {
     this.calls.push('commit');
     return this.commit(offsets);
   }
-  async stop(): Promise<void> {
-    this.calls.push('stop');
-  }
   async disconnect(): Promise<void> {
     this.calls.push('disconnect');
     await this.disconnectGate;
@@ -87,12 +84,7 @@ function setup(prepare: (consumer: FakeConsumer, index: number) => void = () => 
     },
   } as unknown as Kafka;
   const metrics: PipelineMetrics = createPipelineMetrics();
-  const writes: { resolve: () => void; reject: (error: Error) => void }[] = [];
-  // Each write waits until the test settles it (writes[i]), as an INSERT waits for ClickHouse.
-  const writer = {
-    waitForRoom: async () => undefined,
-    write: () => new Promise<void>((resolve, reject) => writes.push({ resolve, reject })),
-  } as unknown as SpanWriter;
+  const writer = { write: async () => undefined } as unknown as SpanWriter;
   const source = new KafkaSource({
     kafka,
     groupId: 'g',
@@ -107,7 +99,7 @@ function setup(prepare: (consumer: FakeConsumer, index: number) => void = () => 
     maxBytesPerPartition: 1 << 20,
     restartDelayMs: 5,
   });
-  return { source, consumers, metrics, writes };
+  return { source, consumers, metrics };
 }
 
 const counter = async (metrics: PipelineMetrics, name: keyof PipelineMetrics, labels: Record<string, string> = {}) => {
@@ -184,56 +176,33 @@ describe('KafkaSource', () => {
     await source.shutdown();
   });
 
-  it('moves the fetch position on at once, and commits only once the rows are stored', async () => {
-    const { source, consumers, metrics, writes } = setup();
+  it('commits after the rows are stored, then moves the fetch position past the batch', async () => {
+    const { source, consumers, metrics } = setup();
     await source.start();
     const consumer = consumers[0] as FakeConsumer;
-    const committed: unknown[] = [];
-    consumer.commit = async (offsets) => void committed.push(offsets);
+    let committed: unknown;
+    consumer.commit = async (offsets) => {
+      committed = offsets;
+    };
     const { resolved, outcome } = await runBatch(consumer);
     assert.deepEqual(outcome, { ok: true });
-    assert.deepEqual(resolved, ['41'], 'the next fetch need not wait for ClickHouse');
-    await tick();
-    assert.deepEqual(committed, [], 'nothing committed before ClickHouse has the rows');
-    writes[0]?.resolve();
-    await source.commitsSettled();
-    assert.deepEqual(committed, [[{ topic: 't', partition: 3, offset: '42' }]]);
+    assert.deepEqual(committed, [{ topic: 't', partition: 3, offset: '42' }]);
+    assert.deepEqual(resolved, ['41']);
     assert.equal(await counter(metrics, 'commits'), 1);
     await source.shutdown();
   });
 
-  it("commits a partition's batches in order, and none after a batch whose write failed", async () => {
-    const { source, consumers, writes } = setup();
+  it('a commit refused in a rebalance is counted and answered by rejoining: no crash, no restart, the batch read again', async () => {
+    const { source, consumers, metrics } = setup();
     await source.start();
     const consumer = consumers[0] as FakeConsumer;
-    const committed: string[] = [];
-    consumer.commit = async (offsets) => void committed.push((offsets as { offset: string }[])[0]?.offset as string);
-    for (const offset of ['10', '20', '30']) await runBatch(consumer, offset);
-    writes[1]?.resolve(); // the second batch is stored first: it must wait for the first
-    await tick();
-    assert.deepEqual(committed, []);
-    writes[0]?.resolve();
-    writes[2]?.reject(new Error('ClickHouse down at shutdown'));
-    await source.commitsSettled();
-    assert.deepEqual(committed, ['11', '21'], 'the failed third batch is not committed');
-    await runBatch(consumer, '40');
-    writes[3]?.resolve();
-    await source.commitsSettled();
-    assert.deepEqual(committed, ['11', '21'], 'nor anything after it');
-    await source.shutdown();
-  });
-
-  it('a commit the group refuses (rebalance, coordinator moving) is counted and logged: no crash, no restart', async () => {
-    const { source, consumers, metrics, writes } = setup();
-    await source.start();
-    const consumer = consumers[0] as FakeConsumer;
-    const types = ['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE'] as const;
-    for (const [i, type] of types.entries()) {
-      consumer.commit = () => Promise.reject(asCommitFailure(protocolError(CODES[type])));
-      const { outcome } = await runBatch(consumer, String(i));
-      assert.deepEqual(outcome, { ok: true }, type);
-      writes[i]?.resolve();
-      await source.commitsSettled();
+    for (const type of ['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'NOT_COORDINATOR_FOR_GROUP'] as const) {
+      const bare = protocolError(CODES[type]);
+      consumer.commit = () => Promise.reject(asCommitFailure(bare));
+      const { resolved, outcome } = await runBatch(consumer);
+      assert.equal(outcome.ok, false, `${type}: eachBatch ends so kafkajs rejoins`);
+      assert.equal(!outcome.ok && outcome.error, bare, `${type}: with the bare protocol error, which kafkajs's loop handles by rejoining`);
+      assert.deepEqual(resolved, [], `${type}: the fetch position stays at the batch`);
       assert.equal(await counter(metrics, 'commitsRefused', { reason: type }), 1, type);
     }
     assert.equal(await counter(metrics, 'commits'), 0);
@@ -242,23 +211,28 @@ describe('KafkaSource', () => {
     await source.shutdown();
   });
 
-  it('any other commit failure is logged and left to the next commit of the partition, which covers it', async () => {
-    const { source, consumers, metrics, writes } = setup();
+  it('a commit refused while the coordinator moves is counted, and consuming carries on from the same batch', async () => {
+    const { source, consumers, metrics } = setup();
+    await source.start();
+    const consumer = consumers[0] as FakeConsumer;
+    consumer.commit = () => Promise.reject(asCommitFailure(protocolError(CODES.GROUP_COORDINATOR_NOT_AVAILABLE)));
+    const { resolved, outcome } = await runBatch(consumer);
+    assert.deepEqual(outcome, { ok: true });
+    assert.deepEqual(resolved, [], 'not resolved: the batch is fetched again and its commit retried');
+    assert.equal(await counter(metrics, 'commitsRefused', { reason: 'GROUP_COORDINATOR_NOT_AVAILABLE' }), 1);
+    await source.shutdown();
+  });
+
+  it('any other commit failure still ends the batch with that error (kafkajs decides whether to restart)', async () => {
+    const { source, consumers, metrics } = setup();
     await source.start();
     const consumer = consumers[0] as FakeConsumer;
     const failure = new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(new (KafkaJSConnectionError as ErrorClass)('Connection error'), { retryCount: 5, retryTime: 1 });
     consumer.commit = () => Promise.reject(failure);
-    await runBatch(consumer, '1');
-    writes[0]?.resolve();
-    await source.commitsSettled();
+    const { resolved, outcome } = await runBatch(consumer);
+    assert.equal(!outcome.ok && outcome.error, failure);
+    assert.deepEqual(resolved, []);
     assert.equal(await counter(metrics, 'commitsRefused'), 0);
-    assert.equal(await counter(metrics, 'commits'), 0);
-    const committed: unknown[] = [];
-    consumer.commit = async (offsets) => void committed.push(offsets);
-    await runBatch(consumer, '2');
-    writes[1]?.resolve();
-    await source.commitsSettled();
-    assert.deepEqual(committed, [[{ topic: 't', partition: 3, offset: '3' }]]);
     await source.shutdown();
   });
 
@@ -278,7 +252,7 @@ describe('KafkaSource', () => {
     assert.deepEqual(consumers[1]?.calls, ['connect', 'subscribe', 'run']);
     assert.equal(await counter(metrics, 'consumerRestarts', { reason: 'INVALID_REQUEST' }), 1);
     await source.shutdown();
-    assert.deepEqual(consumers[1]?.calls, ['connect', 'subscribe', 'run', 'stop', 'disconnect']);
+    assert.deepEqual(consumers[1]?.calls, ['connect', 'subscribe', 'run', 'disconnect']);
   });
 
   it('SIGTERM while a crashed consumer is being disconnected: no new consumer, and shutdown ends', async () => {
@@ -324,7 +298,7 @@ describe('KafkaSource', () => {
     assert.match(source.status(), /connecting/);
     slowConnect.open();
     await Promise.all([starting, stopping]);
-    assert.deepEqual(consumers[0]?.calls, ['connect', 'stop', 'disconnect']);
+    assert.deepEqual(consumers[0]?.calls, ['connect', 'disconnect']);
     assert.equal(source.status(), 'stopped; 0 batches in hand');
   });
 });
