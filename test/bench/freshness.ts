@@ -80,10 +80,18 @@ export async function measureFreshness(options: {
   let rejected = 0;
   let unseen = 0;
   const inFlight: Promise<void>[] = [];
+  // Engines bound their exports in flight too: past this many unanswered requests the sender waits, and the
+  // offered load reported is what the stack actually took rather than the target.
+  let sending = 0;
+  const maxSending = 64;
   const visible = async (probe: { requestId: string; endNs: bigint }, exportedAt: number) => {
     const deadline = exportedAt + options.timeoutMs;
     while (performance.now() < deadline) {
-      const res = await fetch(`${readApiUrl}/api/lifecycles/${encodeURIComponent(probe.requestId)}`);
+      const res = await fetch(`${readApiUrl}/api/lifecycles/${encodeURIComponent(probe.requestId)}`).catch(() => undefined);
+      if (!res) {
+        await sleep(options.pollMs);
+        continue;
+      }
       if (res.ok) {
         const body = (await res.json()) as { lifecycles: { last_seen: string }[] };
         if (body.lifecycles.some((l) => isoToNanos(l.last_seen) >= probe.endNs)) {
@@ -103,16 +111,19 @@ export async function measureFreshness(options: {
     scheduledSpans += item.spans;
     const wait = due - performance.now();
     if (wait > 0) await sleep(wait);
+    while (sending >= maxSending) await sleep(5);
     const exportedAt = performance.now();
+    sending++;
     inFlight.push(
       (async () => {
         for (;;) {
-          const res = await fetch(`${collectorUrl}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: item.body });
-          await res.arrayBuffer();
-          if (res.ok) break;
+          const res = await fetch(`${collectorUrl}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: item.body }).catch(() => undefined);
+          await res?.arrayBuffer();
+          if (res?.ok) break;
           rejected++;
-          await sleep(Number(res.headers.get('retry-after') ?? 1) * 1000);
+          await sleep(Number(res?.headers.get('retry-after') ?? 1) * 1000);
         }
+        sending--;
         sent += item.spans;
         options.onProgress?.(sent, samplesMs.length);
         if (item.probe) await visible(item.probe, exportedAt);
