@@ -5,7 +5,7 @@
  */
 import { InputError } from '../common/errors.ts';
 import type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-import { clipText, DECODE_COST as COST, LimitError, MAX_ANY_VALUE_DEPTH, type BoundedDecode, type Cut, type DecodeLimits } from './otlp-proto.ts';
+import { clipText, countSpanWithin, DECODE_COST as COST, emptySpan, LimitError, MAX_ANY_VALUE_DEPTH, type BoundedDecode, type Cut, type DecodeLimits } from './otlp-proto.ts';
 
 type Json = Record<string, unknown>;
 
@@ -225,22 +225,9 @@ const SPAN_KINDS: Record<string, number> = {
 const STATUS_CODES: Record<string, number> = { STATUS_CODE_UNSET: 0, STATUS_CODE_OK: 1, STATUS_CODE_ERROR: 2 };
 
 function spanFromJson(o: Json, budget: Budget | undefined): OtlpSpan {
-  if (budget && ++budget.spans > budget.limits.maxSpans) {
-    throw new LimitError(`more than ${budget.limits.maxSpans} spans in one request; the limit is ${budget.limits.maxSpans}`);
-  }
+  if (budget) budget.spans = countSpanWithin(budget.spans, budget.limits.maxSpans);
   let attributes: unknown;
-  const span: OtlpSpan = {
-    traceId: '',
-    spanId: '',
-    parentSpanId: '',
-    name: '',
-    kind: 0,
-    startTimeUnixNano: 0n,
-    endTimeUnixNano: 0n,
-    attributes: Object.create(null),
-    statusCode: 0,
-    statusMessage: '',
-  };
+  const span = emptySpan(Object.create(null) as AttrMap);
   // One pass over the keys present serves both spellings; fields the model lacks (events, links...) are ignored.
   for (const key in o) {
     const v = o[key];

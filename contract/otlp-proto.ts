@@ -111,6 +111,18 @@ export interface BoundedDecode {
 /** A body within the size limit whose content still exceeds a decode limit: too large (413), not malformed. */
 export class LimitError extends InputError {}
 
+/** Counts one more span of a request against the limit (both decoders call it as they meet each span). */
+export function countSpanWithin(spansSoFar: number, maxSpans: number): number {
+  const count = spansSoFar + 1;
+  if (count > maxSpans) throw new LimitError(`more than ${maxSpans} spans in one request; the limit is ${maxSpans}`);
+  return count;
+}
+
+/** A span with every field at its protobuf default, for a decoder to fill in. */
+export function emptySpan(attributes: AttrMap): OtlpSpan {
+  return { traceId: '', spanId: '', parentSpanId: '', name: '', kind: 0, startTimeUnixNano: 0n, endTimeUnixNano: 0n, attributes, statusCode: 0, statusMessage: '' };
+}
+
 /** Text of a key or name for a message: at most `max` characters, saying how long it was when longer. */
 export function clipText(text: string, max = 128): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`;
@@ -292,21 +304,8 @@ class PbDecoder {
 
   private span(end: number): OtlpSpan {
     const limits = this.limits;
-    if (limits && ++this.spans > limits.maxSpans) {
-      throw new LimitError(`more than ${limits.maxSpans} spans in one request; the limit is ${limits.maxSpans}`);
-    }
-    const span: OtlpSpan = {
-      traceId: '',
-      spanId: '',
-      parentSpanId: '',
-      name: '',
-      kind: 0,
-      startTimeUnixNano: 0n,
-      endTimeUnixNano: 0n,
-      attributes: NO_ATTRIBUTES,
-      statusCode: 0,
-      statusMessage: '',
-    };
+    if (limits) this.spans = countSpanWithin(this.spans, limits.maxSpans);
+    const span = emptySpan(NO_ATTRIBUTES);
     // KeyValue positions (start, end pairs): attributes are decoded once the name is known.
     let keyValues: number[] | undefined;
     while (this.pos < end) {

@@ -122,14 +122,6 @@ function allowedValues(allowed: Readonly<Record<string, string>>): Set<string> {
   return values;
 }
 
-// Every span of a resource shares its engine: read and checked once per resource object, not once per span.
-const engines = new WeakMap<AttrMap, EngineRef>();
-function engineOf(resourceAttrs: AttrMap, resource: AttrReader): EngineRef {
-  let engine = engines.get(resourceAttrs);
-  if (!engine) engines.set(resourceAttrs, (engine = readEngine(resource)));
-  return engine;
-}
-
 function readEngine(resource: AttrReader): EngineRef {
   const role = resource.oneOf(ResourceAttr.role, Role);
   return {
@@ -172,7 +164,7 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
     throw new Rejection('span.name', `unknown PD span name ${shown}`);
   }
   const name = span.name as SpanName;
-  const engine = engineOf(resourceAttrs, resource);
+  const engine = readEngine(resource);
   if (!EMITTED_BY[name].includes(engine.role)) {
     throw new Rejection(ResourceAttr.role, `${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
   }

@@ -6,3 +6,4 @@ export { ClusterModel, ROUTER_ID, type SimSink } from './sim/model.ts';
 export { formatTruth, LifecycleFlag, type LifecycleTruth, type LateWriteTruth, type LateWriteVictim } from './sim/truth.ts';
 export { simulatedEngines, lifecycleContext, simClock, type SimEngine } from './sim/engines.ts';
 export { runSimulation, type SimulationOptions, type SimulationSummary } from './sim/run.ts';
+export { Rng } from './sim/rng.ts';

@@ -40,8 +40,8 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: nonNegativeInt().default(200),
   /**
-   * Partitions processed concurrently by one instance (their rows share INSERTs): 8, so that half of them fill an
-   * INSERT while the other half decode.
+   * Partitions processed concurrently by one instance (their rows share INSERTs): 8, so that on a broker that
+   * returns small batches an INSERT still carries several partitions' rows.
    */
   partitionsConsumedConcurrently: nonNegativeInt().min(1).default(8),
   /** Bytes fetched per partition per request (bounds memory with the concurrency): 2 MiB. */

@@ -10,43 +10,26 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Attr, ResourceAttr, SpanName, type AttrMap, type OtlpSpan, type OtlpTraceRequest } from '../../contract/index.ts';
-import { buildScenario, runSimulation, type ScenarioName } from '../../emitter/index.ts';
+import { buildScenario, Rng as SimRng, runSimulation, type ScenarioName } from '../../emitter/index.ts';
 
 // ---------------------------------------------------------------------------------------------------------
 // Seeded randomness
 
-/** sfc32: small, fast, good enough for fuzzing, and the same sequence for the same seed everywhere. */
+/** The simulator's seeded generator, with the draws fuzzing needs: the same sequence for the same seed everywhere. */
 export class Rng {
-  private a: number;
-  private b: number;
-  private c: number;
-  private d: number;
+  private readonly source: SimRng;
 
   constructor(readonly seed: number) {
-    this.a = 0x9e3779b9;
-    this.b = 0x243f6a88;
-    this.c = 0xb7e15162;
-    this.d = seed >>> 0;
-    for (let i = 0; i < 15; i++) this.next();
+    this.source = new SimRng(seed);
   }
 
   /** A uniform 32-bit unsigned integer. */
   next(): number {
-    this.a >>>= 0;
-    this.b >>>= 0;
-    this.c >>>= 0;
-    this.d >>>= 0;
-    const t = (((this.a + this.b) | 0) + this.d) | 0;
-    this.d = (this.d + 1) | 0;
-    this.a = this.b ^ (this.b >>> 9);
-    this.b = (this.c + (this.c << 3)) | 0;
-    this.c = (this.c << 21) | (this.c >>> 11);
-    this.c = (this.c + t) | 0;
-    return t >>> 0;
+    return this.source.uint32();
   }
 
   float(): number {
-    return this.next() / 4294967296;
+    return this.source.next();
   }
 
   /** An integer in [0, n). */
@@ -56,7 +39,7 @@ export class Rng {
 
   /** An integer in [lo, hi]. */
   range(lo: number, hi: number): number {
-    return lo + this.int(hi - lo + 1);
+    return this.source.int(lo, hi);
   }
 
   chance(p: number): boolean {
