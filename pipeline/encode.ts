@@ -1,3 +1,4 @@
+import { LifecycleKeySet, type LifecycleKey } from './records.ts';
 import type { SpanRow } from './rows.ts';
 
 /**
@@ -39,18 +40,21 @@ export function encodeSpanLine(row: SpanRow): string {
   return line + '\n';
 }
 
-/** Rows ready for one INSERT: the text and how many rows it holds. */
+/** Rows ready for one INSERT: the text, how many rows it holds, and the lifecycles they belong to. */
 export interface EncodedRows {
   text: string;
   rows: number;
+  keys: LifecycleKey[];
 }
 
 export function encodeRows(rows: Iterable<SpanRow>): EncodedRows {
   let text = '';
   let count = 0;
+  const keys = new LifecycleKeySet();
   for (const row of rows) {
     text += encodeSpanLine(row);
+    keys.add(row.cluster, row.request_id, row.generation);
     count++;
   }
-  return { text, rows: count };
+  return { text, rows: count, keys: keys.values() };
 }

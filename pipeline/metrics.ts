@@ -9,10 +9,16 @@ export function createPipelineMetrics(registry = new Registry()) {
     invalidSpans: new Counter({ name: 'holdscope_pipeline_invalid_spans_total', help: 'PD spans that break the contract, by field', labelNames: ['field'], registers: [registry] }),
     notOurs: new Counter({ name: 'holdscope_pipeline_spans_not_ours_total', help: 'Spans outside the pd. namespace (skipped)', registers: [registry] }),
     rowsInserted: new Counter({ name: 'holdscope_pipeline_rows_inserted_total', help: 'Span rows acknowledged by ClickHouse', registers: [registry] }),
-    insertFailures: new Counter({ name: 'holdscope_pipeline_insert_failures_total', help: 'Failed INSERTs (retried)', labelNames: ['retriable'], registers: [registry] }),
+    insertFailures: new Counter({ name: 'holdscope_pipeline_insert_failures_total', help: 'Failed INSERTs of spans and record refreshes (retried)', labelNames: ['retriable'], registers: [registry] }),
     insertSeconds: new Histogram({
       name: 'holdscope_pipeline_insert_duration_seconds',
       help: 'Time ClickHouse took to acknowledge an INSERT',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    refreshSeconds: new Histogram({
+      name: 'holdscope_pipeline_record_refresh_duration_seconds',
+      help: 'Time ClickHouse took to recompute the lifecycle records of an inserted batch',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, ConfigError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import { rebuildLifecycleRecords } from './records.ts';
 
 const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
@@ -89,6 +90,7 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
     await client.insert({ table: `${options.database}.schema_migrations`, values: [{ version: m.version, name: m.name }], format: 'JSONEachRow' });
     log?.info({ migration: m.name }, 'applied migration');
     newly.push(m.name);
+    if (m.version === RECORDS_MIGRATION) await backfillRecords(client, options.database, log);
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
@@ -97,5 +99,20 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
     `ALTER TABLE ${options.database}.lifecycle_states${local} ${onCluster} MODIFY TTL toDateTime(first_seen) + INTERVAL ${options.retentionDays} DAY`,
     'setting lifecycle retention',
   );
+  await run(
+    `ALTER TABLE ${options.database}.lifecycle_records${local} ${onCluster} MODIFY TTL toDateTime(bucket) + INTERVAL ${options.retentionDays} DAY`,
+    'setting lifecycle record retention',
+  );
   return { applied: newly };
+}
+
+/** The migration that added stored lifecycle records: lifecycles stored before it get their records then. */
+const RECORDS_MIGRATION = 3;
+
+async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
+  const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });
+  const states = Number(((await res.json()) as { n: number | string }[])[0]?.n ?? 0);
+  if (states === 0) return;
+  log?.info({ states }, 'computing the stored records of the lifecycles already in ClickHouse');
+  await rebuildLifecycleRecords(client, database, { onProgress: (done, parts) => log?.info({ done, parts }, 'lifecycle records backfill') });
 }

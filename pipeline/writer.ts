@@ -2,6 +2,7 @@ import { classifyClickHouseError, type ClickHouseClient, type Logger } from '../
 import type { PipelineMetrics } from './metrics.ts';
 import { Readable } from 'node:stream';
 import { SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
+import { LifecycleKeySet, refreshLifecycleRecords, type LifecycleKey } from './records.ts';
 
 export interface SpanWriterOptions {
   client: ClickHouseClient;
@@ -17,26 +18,34 @@ export interface SpanWriterOptions {
   log: Logger;
 }
 
-interface Pending {
-  batch: EncodedRows;
+interface Waiter {
   keepAlive?: () => Promise<void>;
   resolve: () => void;
   reject: (error: Error) => void;
+}
+
+interface Pending extends Waiter {
+  batch: EncodedRows;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Coalesces rows from concurrent callers (Kafka partitions, collector requests) into large INSERTs into
- * `spans` (whose materialized view feeds the lifecycle states). `write` resolves only after ClickHouse has
- * acknowledged the rows; while ClickHouse is down it keeps retrying with backoff, so callers simply wait
- * and memory stays bounded by what they hold.
+ * `spans` (whose materialized view feeds the lifecycle states), then recomputes the stored records of the
+ * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both; while ClickHouse
+ * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
+ *
+ * A batch's record refresh runs while the next batch is inserted (at most one refresh is outstanding), so
+ * the refreshes cost the writer little throughput.
  */
 export class SpanWriter {
   private pending: Pending[] = [];
   private pendingRows = 0;
   private timer: NodeJS.Timeout | undefined;
   private inserting: Promise<void> = Promise.resolve();
+  /** The record refresh of the last inserted batch; it never rejects (its writers learn of failures). */
+  private refreshing: Promise<void> = Promise.resolve();
   private stopped = false;
 
   constructor(private readonly options: SpanWriterOptions) {}
@@ -70,12 +79,16 @@ export class SpanWriter {
     }, delayMs);
   }
 
-  /** Inserts everything pending; resolves when it is in ClickHouse. */
-  flush(): Promise<void> {
+  /** Inserts everything pending; resolves when it is in ClickHouse, records included. */
+  async flush(): Promise<void> {
     // One INSERT at a time keeps ClickHouse's part count and the process's memory predictable.
     const run = () => this.insertPending();
     this.inserting = this.inserting.then(run, run);
-    return this.inserting;
+    try {
+      await this.inserting;
+    } finally {
+      await this.refreshing;
+    }
   }
 
   private async insertPending(): Promise<void> {
@@ -93,39 +106,69 @@ export class SpanWriter {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
         this.pendingRows = 0;
-          throw error;
+        throw error;
       }
-      this.pendingRows -= count;
-      this.options.metrics.rowsPending.set(this.pendingRows);
-      for (const p of batch) p.resolve();
+      // The rows are stored; the batch's text is not needed any more, only its lifecycle keys.
+      const keys = new LifecycleKeySet();
+      for (const p of batch) keys.addAll(p.batch.keys);
+      const waiters: Waiter[] = batch.map(({ keepAlive, resolve, reject }) => ({ keepAlive, resolve, reject }));
+      const prior = this.refreshing;
+      this.refreshing = prior.then(() => this.refreshRecords(keys.values(), count, waiters));
+      await prior;
     }
   }
 
-  private async insertWithRetry(texts: string[], rows: number, batch: Pending[]): Promise<void> {
-    const { client, database, metrics, log } = this.options;
-    let pause = this.options.retryInitialMs;
-    for (let attempt = 1; ; attempt++) {
-      const stopTimer = metrics.insertSeconds.startTimer();
-      try {
-        await client.insert({
-          table: `${database}.spans`,
-          values: Readable.from(texts, { objectMode: false }),
-          format: 'TabSeparated',
-          columns: [...SPAN_COLUMNS],
-          clickhouse_settings: TSV_INSERT_SETTINGS,
-        });
+  /** Refreshes the records of a stored batch's lifecycles, then releases its writers. Never rejects. */
+  private async refreshRecords(keys: LifecycleKey[], rows: number, waiters: Waiter[]): Promise<void> {
+    try {
+      await this.withRetry(`refreshing the records of ${keys.length} lifecycles`, waiters, async () => {
+        const stopTimer = this.options.metrics.refreshSeconds.startTimer();
+        await refreshLifecycleRecords(this.options.client, this.options.database, keys);
         stopTimer();
-        metrics.rowsInserted.inc(rows);
-        metrics.lastInsert.set(Date.now() / 1000);
+      });
+    } catch (error) {
+      for (const w of waiters) w.reject(error as Error);
+      return;
+    } finally {
+      this.pendingRows = Math.max(0, this.pendingRows - rows);
+      this.options.metrics.rowsPending.set(this.pendingRows);
+    }
+    for (const w of waiters) w.resolve();
+  }
+
+  private insertWithRetry(texts: string[], rows: number, waiters: Waiter[]): Promise<void> {
+    const { client, database, metrics } = this.options;
+    return this.withRetry(`inserting ${rows} span rows`, waiters, async () => {
+      const stopTimer = metrics.insertSeconds.startTimer();
+      await client.insert({
+        table: `${database}.spans`,
+        values: Readable.from(texts, { objectMode: false }),
+        format: 'TabSeparated',
+        columns: [...SPAN_COLUMNS],
+        clickhouse_settings: TSV_INSERT_SETTINGS,
+      });
+      stopTimer();
+      metrics.rowsInserted.inc(rows);
+      metrics.lastInsert.set(Date.now() / 1000);
+    });
+  }
+
+  /** Runs `attempt` until it succeeds, pausing with backoff between failures; gives up only after shutdown. */
+  private async withRetry(doing: string, waiters: Waiter[], attempt: () => Promise<void>): Promise<void> {
+    const { metrics, log } = this.options;
+    let pause = this.options.retryInitialMs;
+    for (let tries = 1; ; tries++) {
+      try {
+        await attempt();
         return;
       } catch (error) {
-        const failure = classifyClickHouseError(error, `inserting ${rows} span rows`);
+        const failure = classifyClickHouseError(error, doing);
         metrics.insertFailures.inc({ retriable: String(failure.retriable) });
         // A permanent error is logged loudly but still retried: dropping rows would lose accepted spans, and
         // the usual cause (a missing table, a full disk) is fixed by an operator while the consumer waits.
-        log[failure.retriable ? 'warn' : 'error']({ err: failure.message, attempt, retryInMs: pause }, 'insert failed; retrying');
+        log[failure.retriable ? 'warn' : 'error']({ err: failure.message, attempt: tries, retryInMs: pause }, `${doing} failed; retrying`);
         if (this.stopped) throw failure;
-        for (const p of batch) await p.keepAlive?.().catch(() => undefined);
+        for (const w of waiters) await w.keepAlive?.().catch(() => undefined);
         await sleep(pause);
         pause = Math.min(this.options.retryMaxMs, pause * 2);
       }

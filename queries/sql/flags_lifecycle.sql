@@ -1,5 +1,5 @@
 -- name: flags_lifecycle
--- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range, one row per flag.
+-- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to a day before it), one row per flag, from the stored records (migration 0003).
 -- param from DateTime64(9, 'UTC'): start of the range (lifecycles whose spans end at or after it)
 -- param to DateTime64(9, 'UTC'): end of the range (lifecycles whose spans start at or before it)
 -- param cluster String = '': one cluster, or all when empty
@@ -32,9 +32,12 @@ SELECT
 FROM
 (
     SELECT *, if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
-    FROM {db:Identifier}.lifecycles
-    WHERE last_seen >= {from:DateTime64(9, 'UTC')}
+    FROM {db:Identifier}.lifecycle_records FINAL
+    -- Active in the range, or holding pages open since up to a day before it (a stuck hold sends no spans).
+    WHERE bucket <= {to:DateTime64(9, 'UTC')}
       AND first_seen <= {to:DateTime64(9, 'UTC')}
+      AND (last_seen >= {from:DateTime64(9, 'UTC')}
+           OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY)))
       AND ({cluster:String} = '' OR cluster = {cluster:String})
 ) AS lc
 ARRAY JOIN arrayFilter(k -> k != '', [

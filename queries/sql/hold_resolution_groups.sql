@@ -21,8 +21,10 @@ FROM
         cluster, request_id, generation, resolution,
         decode_engine AS h_decode_engine, backend AS h_backend, decode_version AS h_decode_version,
         arrayJoin(if(empty(prefill_engines), [('', '', '')], prefill_engines)).2 AS h_prefill_version
-    FROM {db:Identifier}.lifecycles
-    WHERE hold_start IS NOT NULL
+    FROM {db:Identifier}.lifecycle_records FINAL
+    -- A hold in the range means a lifecycle active in it: the first two conditions let ClickHouse skip the rest.
+    WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
+      AND hold_start IS NOT NULL
       AND hold_start >= {from:DateTime64(9, 'UTC')}
       AND hold_start <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})

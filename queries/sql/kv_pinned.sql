@@ -22,8 +22,13 @@ FROM
             arrayJoin(arrayMap(k -> toStartOfSecond(assumeNotNull(hold_start)) + toIntervalSecond(k + 1),
                 range(toUInt32(greatest(0, least(86400,
                     dateDiff('second', toStartOfSecond(assumeNotNull(hold_start)), coalesce(release_at, now64(9)))))))) ) AS second
-        FROM {db:Identifier}.lifecycles
-        WHERE hold_start IS NOT NULL
+        FROM {db:Identifier}.lifecycle_records FINAL
+        -- A released hold overlapping the range has its last span in it or after; an open one pins pages up to
+        -- now, and is sampled for at most a day after its start.
+        WHERE bucket <= {to:DateTime64(9, 'UTC')}
+          AND (last_seen >= {from:DateTime64(9, 'UTC')}
+               OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY)))
+          AND hold_start IS NOT NULL
           AND hold_start <= {to:DateTime64(9, 'UTC')}
           AND coalesce(release_at, now64(9)) >= {from:DateTime64(9, 'UTC')}
           AND ({cluster:String} = '' OR cluster = {cluster:String})
@@ -32,8 +37,9 @@ FROM
     GROUP BY cluster, decode_engine, second
     UNION ALL
     SELECT cluster, decode_engine, toStartOfInterval(assumeNotNull(hold_start), INTERVAL 10 SECOND) AS window_start, count() AS aborts, 0 AS pinned, max(capacity_slots) AS capacity
-    FROM {db:Identifier}.lifecycles
-    WHERE hold_start IS NOT NULL
+    FROM {db:Identifier}.lifecycle_records FINAL
+    WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
+      AND hold_start IS NOT NULL
       AND hold_start >= {from:DateTime64(9, 'UTC')}
       AND hold_start <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})

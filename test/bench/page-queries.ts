@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from '../../common/index.ts';
-import { migrate } from '../../pipeline/index.ts';
+import { migrate, rebuildLifecycleRecords } from '../../pipeline/index.ts';
 import { percentile } from './freshness.ts';
 
 async function scalar(client: ClickHouseClient, query: string, params: Record<string, unknown> = {}): Promise<number> {
@@ -45,6 +45,8 @@ export async function buildQueryDataset(options: {
     });
     options.onProgress?.((first + count) * templateLifecycles);
   }
+  // SQL copies bypass the pipeline, which computes stored records after each INSERT: compute them here at once.
+  await rebuildLifecycleRecords(client, database, { parts: Math.max(1, Math.ceil(options.lifecycles / 500_000)) });
   const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);
   const spans = await scalar(client, `SELECT count() AS n FROM ${database}.spans`);
   return { lifecycles, spans, hours: (copies * slotMs) / 3_600_000, seconds: (performance.now() - started) / 1000 };

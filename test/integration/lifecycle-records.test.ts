@@ -1,0 +1,126 @@
+/**
+ * The stored lifecycle records (migration 0003) that the window queries read must equal the `lifecycles` view they
+ * are computed from: after a whole scenario, after spans arrive out of order across an hour boundary (the record
+ * moves to an earlier hour and its old row is deleted), after replays, and after a backfill of a database whose
+ * records were never computed (an upgrade).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import { createPipelineMetrics, createWriter, encodeRows, migrate, type SpanRow } from '../../pipeline/index.ts';
+import { runQuery } from '../../queries/index.ts';
+import { loadScenario } from '../support/load.ts';
+import { quietLog, randomDatabase } from '../support/stack.ts';
+
+type Row = Record<string, unknown>;
+
+async function rows(client: ClickHouseClient, query: string, database: string): Promise<Row[]> {
+  return (await client.query({ query, query_params: { db: database }, format: 'JSONEachRow' })).json<Row>();
+}
+
+const viewRecords = (client: ClickHouseClient, database: string) =>
+  rows(client, 'SELECT * FROM {db:Identifier}.lifecycles ORDER BY cluster, request_id, generation', database);
+const storedRecords = (client: ClickHouseClient, database: string) =>
+  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_records FINAL ORDER BY cluster, request_id, generation', database);
+
+function span(over: Partial<SpanRow> & Pick<SpanRow, 'name' | 'span_id' | 'start_time'>): SpanRow {
+  return {
+    cluster: 'c1',
+    request_id: 'room-x',
+    generation: 0,
+    trace_id: 't1',
+    end_time: over.start_time,
+    engine_id: 'decode-0',
+    engine_role: 'decode',
+    engine_version: 'v1',
+    backend: 'mooncake',
+    capacity_slots: 4096,
+    ...over,
+  };
+}
+
+describe('stored lifecycle records', () => {
+  let client: ClickHouseClient;
+  before(async () => {
+    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+  });
+  after(() => client?.close());
+
+  it('equal the view, lifecycle by lifecycle, after a mixed scenario, and again after a backfill of an upgraded database', async () => {
+    const database = randomDatabase('records');
+    const run = await loadScenario(client, database, 'mixed', 5, (c) => {
+      c.requests = 600;
+    });
+    const view = await viewRecords(client, database);
+    assert.ok(view.length > 600, `${view.length} lifecycles`);
+    assert.deepEqual(await storedRecords(client, database), view);
+
+    // A database from before migration 0003: lifecycle states, no records. Migrating backfills them.
+    await client.command({ query: 'TRUNCATE TABLE {db:Identifier}.lifecycle_records', query_params: { db: database } });
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 3 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual(await storedRecords(client, database), []);
+    const { applied } = await migrate(client, { database, retentionDays: 30 });
+    assert.deepEqual(applied, ['0003_lifecycle_records']);
+    assert.deepEqual(await storedRecords(client, database), view);
+
+    // The window queries that read the stored records agree with the ground truth.
+    const window = { from: new Date(run.startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() };
+    const holds = run.truth.filter((t) => t.hold_start_ms !== null);
+    const mix = await runQuery(client, database, 'resolution_mix', { ...window, bucket_seconds: '86400' });
+    const sum = (key: string) => mix.reduce((n, r) => n + Number(r[key]), 0);
+    assert.deepEqual(
+      { holds: sum('holds'), drained: sum('drained'), timeouts: sum('timeouts'), open: sum('open') },
+      { holds: holds.length, drained: holds.filter((t) => t.resolution === 'drained').length, timeouts: holds.filter((t) => t.resolution === 'timeout').length, open: holds.filter((t) => t.resolution === 'open').length },
+    );
+    const released = holds.filter((t) => t.hold_ms !== null).sort((a, b) => (b.hold_ms as number) - (a.hold_ms as number));
+    const longest = await runQuery(client, database, 'longest_holds', { ...window, limit: '5' });
+    assert.equal(longest.length, 5);
+    // Open holds count up to now, so they lead; every released hold listed is among the truth's longest.
+    const listed = longest.filter((r) => r.resolution !== 'open');
+    for (const r of listed) assert.ok(Math.abs(Number(r.held_ms) - (released.find((t) => t.request_id === r.request_id && t.generation === r.generation)?.hold_ms ?? NaN)) < 0.01, `${String(r.request_id)}`);
+    if (listed.length > 0) assert.ok(Math.abs(Number(listed[0]?.held_ms) - (released[0]?.hold_ms as number)) < 0.01);
+    const stale = await runQuery(client, database, 'stale_acks_by_engine', window);
+    assert.deepEqual(
+      { accepted: stale.reduce((n, r) => n + Number(r.stale_acks_accepted), 0), rejected: stale.reduce((n, r) => n + Number(r.stale_acks_rejected), 0) },
+      { accepted: run.truth.reduce((n, t) => n + t.stale_acks.accepted, 0), rejected: run.truth.reduce((n, t) => n + t.stale_acks.rejected, 0) },
+    );
+    const open = await runQuery(client, database, 'open_holds', window);
+    assert.equal(open.reduce((n, r) => n + Number(r.open), 0), holds.filter((t) => t.resolution === 'open').length);
+  });
+
+  it('move to an earlier hour when an earlier span arrives late, leaving one live row, and replays change nothing', async () => {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const writer = createWriter(client, { database, maxBatchRows: 1000, lingerMs: 1 }, createPipelineMetrics(), quietLog);
+    const hour = Date.UTC(2026, 11, 2, 11) * 1e6; // ns
+    const at = (deltaMs: number) => {
+      const ns = BigInt(hour) + BigInt(deltaMs) * 1_000_000n;
+      const iso = new Date(Number(ns / 1_000_000n)).toISOString().replace('T', ' ').replace('Z', '');
+      return `${iso}000000`;
+    };
+    const late = [
+      span({ name: 'pd.hold', span_id: 'h', start_time: at(20_000), expected_ranks: [0], hold_timeout_ms: 30_000, slots: 16, pages: [1, 2] }),
+      span({ name: 'pd.release', span_id: 'r', start_time: at(25_000), release_reason: 'drained', pages: [1, 2] }),
+    ];
+    // The allocation, 30 s before the hour, reaches ClickHouse after the hold and release.
+    const early = [span({ name: 'pd.kv.alloc', span_id: 'a', start_time: at(-30_000), slots: 16, pages: [1, 2] })];
+    await writer.write(encodeRows(late));
+    let stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
+    assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 11:00:00', 'drained', null]]);
+
+    await writer.write(encodeRows(early));
+    for (let replay = 0; replay < 2; replay++) {
+      stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
+      assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 10:00:00', 'drained', '2026-12-02 10:59:30.000000000']]);
+      assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
+      await writer.write(encodeRows([...late, ...early]));
+    }
+    // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
+    const longest = await runQuery(client, database, 'longest_holds', { from: '2026-12-02 11:00:10', to: '2026-12-02 11:01:00' });
+    assert.deepEqual(longest.map((r) => [r.request_id, r.held_ms, r.resolution]), [['room-x', 5000, 'drained']]);
+    await writer.shutdown();
+  });
+});
