@@ -250,7 +250,7 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
       openPastTimeout.set(labels, num(row.open_past_timeout));
     }
 
-    for (const f of flagList) flags.inc({ cluster: f.cluster, kind: f.kind, severity: f.severity });
+    for (const total of flagList.totals) flags.set({ cluster: total.cluster, kind: total.kind, severity: total.severity }, total.count);
   }
 
   let inFlight: Promise<void> | undefined;

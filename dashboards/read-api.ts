@@ -47,10 +47,12 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
   });
   router.get('/api/flags', async (req: Request, res: Response) => {
     try {
-      const { from, to, cluster, ...rest } = stringParams(req.query);
-      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster`);
+      const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
+      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
       if (!from || !to) throw new InputError('from and to are required, as ISO 8601 times');
-      res.json({ flags: await computeFlags(client, database, { from, to, cluster }, flagThresholds) });
+      if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit)) throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
+      const report = await computeFlags(client, database, { from, to, cluster }, flagThresholds, { limitPerKind: limit === undefined ? undefined : Number(limit) });
+      res.json({ flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
     } catch (error) {
       sendError(res, log, error, 'read API request');
     }

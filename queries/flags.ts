@@ -73,6 +73,7 @@ export interface FlagWindow {
 
 interface LifecycleFlagRow {
   kind: string;
+  kind_total: number;
   cluster: string;
   request_id: string;
   generation: number;
@@ -202,16 +203,60 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
 
 const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 };
 
-/** Every flag of a time range, most severe first. */
-export async function computeFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds = flagThresholdsSchema.parse({})): Promise<Flag[]> {
+/** Lifecycle flags listed per kind and cluster by default: the most recent; the totals count them all. */
+export const DEFAULT_FLAG_LIMIT_PER_KIND = 50;
+
+/** How many flags of a kind a cluster has in the range, listed or not. */
+export interface FlagTotal {
+  cluster: string;
+  kind: string;
+  severity: Severity;
+  count: number;
+}
+
+export interface FlagReport {
+  /** Most severe first; per-lifecycle kinds hold at most `limitPerKind` flags per cluster, the most recent. */
+  flags: Flag[];
+  totals: FlagTotal[];
+  limitPerKind: number;
+}
+
+/** A query parameter of type Array(String), in ClickHouse's text form for values. */
+const stringArrayParam = (values: string[]) => `[${values.map((v) => `'${v.replace(/[\\']/g, (c) => `\\${c}`)}'`).join(',')}]`;
+
+/** The flags of a time range, most severe first, and how many of each kind there are. */
+export async function computeFlags(
+  client: ClickHouseClient,
+  database: string,
+  window: FlagWindow,
+  thresholds: FlagThresholds = flagThresholdsSchema.parse({}),
+  options: { limitPerKind?: number } = {},
+): Promise<FlagReport> {
+  const limitPerKind = options.limitPerKind ?? DEFAULT_FLAG_LIMIT_PER_KIND;
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
-  const [rows, victims, distribution] = await Promise.all([
-    runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs) }),
-    runQuery<VictimRow>(client, database, 'late_write_victims', params),
-    distributionFlags(client, database, window, thresholds),
-  ]);
+  const lifecycleFlags = async () => {
+    const rows = await runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs), limit_per_kind: String(limitPerKind) });
+    // Victims only of the late writes listed: the as-of join over every late write of a storm is what costs.
+    const writers = [...new Set(rows.filter((r) => r.kind === 'late_write').map((r) => r.request_id))];
+    const victims = writers.length === 0 ? [] : await runQuery<VictimRow>(client, database, 'late_write_victims', { ...params, writers: stringArrayParam(writers) });
+    return { rows, victims };
+  };
+  const [{ rows, victims }, distribution] = await Promise.all([lifecycleFlags(), distributionFlags(client, database, window, thresholds)]);
   const victimsOf = new Map<string, VictimRow[]>();
   for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
   const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];
-  return flags.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind));
+  const totals = new Map<string, FlagTotal>();
+  for (const row of rows) totals.set(JSON.stringify([row.cluster, row.kind]), { cluster: row.cluster, kind: row.kind, severity: 'info', count: Number(row.kind_total) });
+  for (const flag of flags) {
+    const key = JSON.stringify([flag.cluster, flag.kind]);
+    const total = totals.get(key) ?? { cluster: flag.cluster, kind: flag.kind, severity: flag.severity, count: 0 };
+    total.severity = flag.severity;
+    if (flag.request_id === undefined) total.count++;
+    totals.set(key, total);
+  }
+  return {
+    flags: flags.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind)),
+    totals: [...totals.values()].sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind) || a.cluster.localeCompare(b.cluster)),
+    limitPerKind,
+  };
 }

@@ -13,28 +13,49 @@ SELECT
     max(capacity) AS capacity_slots
 FROM
 (
-    -- Slots pinned at each whole second, summed over the holds open then.
-    SELECT cluster, decode_engine, toStartOfInterval(second, INTERVAL 10 SECOND) AS window_start, 0 AS aborts, sum(held_slots) AS pinned, max(capacity_slots) AS capacity
+    -- The slots pinned at each whole second, as a hold pins them from the second after its start to the second of
+    -- its release (open holds: to now, for at most a day): the level only changes where a hold starts or ends, so
+    -- each stretch between two such seconds counts once in every 10-second window it reaches, rather than once per
+    -- second per hold.
+    SELECT cluster, decode_engine, toDateTime(window_second, 'UTC') AS window_start, 0 AS aborts, level AS pinned, capacity
     FROM
     (
-        SELECT
-            cluster, decode_engine, held_slots, capacity_slots,
-            arrayJoin(arrayMap(k -> toStartOfSecond(assumeNotNull(hold_start)) + toIntervalSecond(k + 1),
-                range(toUInt32(greatest(0, least(86400,
-                    dateDiff('second', toStartOfSecond(assumeNotNull(hold_start)), coalesce(release_at, now64(9)))))))) ) AS second
-        FROM {db:Identifier}.lifecycle_records FINAL
-        -- A released hold overlapping the range has its last span in it or after; an open one pins pages up to
-        -- now, and is sampled for at most a day after its start.
-        WHERE bucket <= {to:DateTime64(9, 'UTC')}
-          AND (last_seen >= {from:DateTime64(9, 'UTC')}
-               OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY)))
-          AND hold_start IS NOT NULL
-          AND hold_start <= {to:DateTime64(9, 'UTC')}
-          AND coalesce(release_at, now64(9)) >= {from:DateTime64(9, 'UTC')}
-          AND ({cluster:String} = '' OR cluster = {cluster:String})
-    ) AS samples
-    WHERE second >= {from:DateTime64(9, 'UTC')} AND second <= {to:DateTime64(9, 'UTC')}
-    GROUP BY cluster, decode_engine, second
+        SELECT cluster, decode_engine, level, capacity,
+            arrayJoin(range(intDiv(greatest(t, first_second), 10) * 10, intDiv(least(next_t - 1, last_second), 10) * 10 + 1, 10)) AS window_second
+        FROM
+        (
+            SELECT cluster, decode_engine, t,
+                sum(delta) OVER (PARTITION BY cluster, decode_engine ORDER BY t ROWS UNBOUNDED PRECEDING) AS level,
+                leadInFrame(t, 1, t + 1) OVER (PARTITION BY cluster, decode_engine ORDER BY t ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS next_t,
+                max(capacity) OVER (PARTITION BY cluster, decode_engine) AS capacity,
+                toInt64(ceil(toUnixTimestamp64Milli({from:DateTime64(9, 'UTC')}) / 1000)) AS first_second,
+                intDiv(toUnixTimestamp64Milli({to:DateTime64(9, 'UTC')}), 1000) AS last_second
+            FROM
+            (
+                SELECT cluster, decode_engine, change.1 AS t, sum(change.2) AS delta, max(capacity_slots) AS capacity
+                FROM
+                (
+                    SELECT cluster, decode_engine, capacity_slots, toInt64(held_slots) AS slots,
+                        toInt64(toUnixTimestamp(assumeNotNull(hold_start))) AS start_second,
+                        least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
+                    FROM {db:Identifier}.lifecycle_records FINAL
+                    -- A released hold overlapping the range has its last span in it or after; an open one pins pages up
+                    -- to now, and counts for at most a day after its start.
+                    WHERE bucket <= {to:DateTime64(9, 'UTC')}
+                      AND (last_seen >= {from:DateTime64(9, 'UTC')}
+                           OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY)))
+                      AND hold_start IS NOT NULL
+                      AND hold_start <= {to:DateTime64(9, 'UTC')}
+                      AND coalesce(release_at, now64(9)) >= {from:DateTime64(9, 'UTC')}
+                      AND ({cluster:String} = '' OR cluster = {cluster:String})
+                ) AS holds
+                ARRAY JOIN [(start_second + 1, slots), (end_second + 1, -slots)] AS change
+                WHERE end_second > start_second
+                GROUP BY cluster, decode_engine, t
+            ) AS changes
+        ) AS levels
+        WHERE level > 0 AND greatest(t, first_second) <= least(next_t - 1, last_second)
+    ) AS stretches
     UNION ALL
     SELECT cluster, decode_engine, toStartOfInterval(assumeNotNull(hold_start), INTERVAL 10 SECOND) AS window_start, count() AS aborts, 0 AS pinned, max(capacity_slots) AS capacity
     FROM {db:Identifier}.lifecycle_records FINAL

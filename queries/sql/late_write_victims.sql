@@ -4,6 +4,7 @@
 -- param to DateTime64(9, 'UTC'): end of the range
 -- param cluster String = '': one cluster, or all when empty
 -- param request_id String = '': one writing request id, or all when empty
+-- param writers Array(String) = []: only these writing request ids, or all when empty
 -- columns: cluster, request_id, generation, rank, chunk_index, landed_at, decode_engine, page, victim_request_id, victim_generation (victim_request_id is empty when the page was free)
 --
 -- A page's owner when a late write landed is the latest allocation of it, on that decode engine, at or before the
@@ -21,6 +22,7 @@ WITH
           AND late_writes > 0
           AND ({cluster:String} = '' OR cluster = {cluster:String})
           AND ({request_id:String} = '' OR request_id = {request_id:String})
+          AND (empty({writers:Array(String)}) OR has({writers:Array(String)}, request_id))
     ),
     late AS
     (
@@ -64,5 +66,7 @@ ASOF LEFT JOIN
       AND allocated_at IS NOT NULL
       AND allocated_at >= earliest_release
       AND allocated_at <= latest_landing
+      -- Only the pages written late: the join's right side stays small whatever the traffic.
+      AND (cluster, decode_engine, page) IN (SELECT cluster, decode_engine, page FROM late)
 ) AS o ON w.cluster = o.cluster AND w.decode_engine = o.decode_engine AND w.page = o.page AND w.landed_at >= o.allocated_at
 ORDER BY cluster, request_id, generation, landed_at, rank, chunk_index, page

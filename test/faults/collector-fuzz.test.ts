@@ -170,7 +170,17 @@ function padTo(size: number, encoding: 'protobuf' | 'json', rng: Rng): Buffer {
   return Buffer.concat([body, Buffer.from([(15 << 3) | 2]), varint(payload), Buffer.alloc(payload, 0x61)]);
 }
 
+/**
+ * A pooled keep-alive connection the server closed as idle just as the client reused it fails with "other side
+ * closed" before the server read a byte (a client-side race, frequent on a starved machine): the request is sent
+ * once more on a new connection. A server that closes on this input closes again, and is reported.
+ */
 async function send(url: string, kase: Case): Promise<Outcome> {
+  const first = await sendOnce(url, kase);
+  return first.status === 0 && /other side closed/.test(first.error ?? '') ? sendOnce(url, kase) : first;
+}
+
+async function sendOnce(url: string, kase: Case): Promise<Outcome> {
   try {
     const res = await fetch(`${url}${kase.path ?? '/v1/traces'}`, {
       method: kase.method ?? 'POST',

@@ -33,7 +33,7 @@ describe('detections against the simulator ground truth', () => {
         const run = await loadScenario(client, database, name, seed, (c) => {
           c.requests = name === 'mixed' ? 700 : 300;
         });
-        const flags = await computeFlags(client, database, window(run.startTimeMs));
+        const { flags } = await computeFlags(client, database, window(run.startTimeMs), undefined, { limitPerKind: 100_000 });
         const raised = new Set(flags.filter((f) => PER_LIFECYCLE.includes(f.kind)).map((f) => `${f.kind} ${f.request_id}/${f.generation}`));
         const truth = new Set(run.truth.flatMap((t) => t.flags.map((k) => `${k} ${t.request_id}/${t.generation}`)));
         const falsePositives = [...raised].filter((x) => !truth.has(x));
@@ -41,6 +41,14 @@ describe('detections against the simulator ground truth', () => {
         assert.deepEqual({ falsePositives, missed }, { falsePositives: [], missed: [] });
         if (name === 'steady') assert.deepEqual(flags.filter((f) => f.severity === 'critical'), []);
         if (name === 'late-write-bug' || name === 'mixed') assert.ok(raised.size > 0);
+        if (name === 'mixed') {
+          // Capped to the 2 most recent per kind, with totals that still count every flag.
+          const capped = await computeFlags(client, database, window(run.startTimeMs), undefined, { limitPerKind: 2 });
+          const count = (list: Flag[]) => list.reduce((m, f) => m.set(f.kind, (m.get(f.kind) ?? 0) + 1), new Map<string, number>());
+          for (const [kind, n] of count(capped.flags.filter((f) => PER_LIFECYCLE.includes(f.kind)))) assert.ok(n <= 2, `${kind}: ${n} listed`);
+          assert.deepEqual(new Map(capped.totals.map((t) => [t.kind, t.count])), count(flags));
+          assert.ok(capped.totals.some((t) => t.count > 2), 'some kind has more flags than listed');
+        }
         const byKey = new Map<string, LifecycleTruth>(run.truth.map((t) => [`${t.request_id}/${t.generation}`, t]));
         for (const flag of flags.filter((f) => f.kind === 'late_write')) {
           const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
@@ -82,7 +90,7 @@ describe('detections against the simulator ground truth', () => {
     await Promise.all([decodeProvider.forceFlush(), prefillProvider.forceFlush()]);
     await writer.flush();
     await collector.shutdown();
-    const flags = await computeFlags(client, database, window(at(870)));
+    const { flags } = await computeFlags(client, database, window(at(870)));
     const late = flags.filter((f) => f.kind === 'late_write');
     assert.equal(late.length, 1);
     assert.equal(late[0]?.request_id, 'room-A');

@@ -41,11 +41,18 @@ function flagItem(flag, window) {
   );
 }
 
-function renderFlags(flags, window) {
+function renderFlags(flags, totals, window) {
   const box = document.getElementById('flags');
   const visible = state.engine ? flags.filter((f) => !f.scope?.decode_engine || f.scope.decode_engine === state.engine) : flags;
   visible.sort((a, b) => (SEVERITY[a.severity] ?? 9) - (SEVERITY[b.severity] ?? 9));
-  document.getElementById('flag-count').textContent = `(${visible.length})`;
+  // Lifecycle flags come capped per kind (the most recent); totals count them all.
+  const totalOf = new Map();
+  for (const t of totals ?? []) totalOf.set(t.kind, (totalOf.get(t.kind) ?? 0) + t.count);
+  const listedOf = new Map();
+  for (const f of visible) listedOf.set(f.kind, (listedOf.get(f.kind) ?? 0) + 1);
+  const countOf = (kind) => (state.engine ? listedOf.get(kind) : Math.max(totalOf.get(kind) ?? 0, listedOf.get(kind) ?? 0)) ?? 0;
+  const overall = [...listedOf.keys()].reduce((n, kind) => n + countOf(kind), 0);
+  document.getElementById('flag-count').textContent = `(${overall})`;
   if (visible.length === 0) {
     box.replaceChildren(el('p', { class: 'ok' }, 'No flags in this range.'));
     return;
@@ -63,7 +70,14 @@ function renderFlags(flags, window) {
       return el(
         'div',
         { class: `flag-group sev-${list[0].severity}`, 'data-kind': kind },
-        el('h3', {}, el('span', { class: `badge sev-${list[0].severity}` }, list[0].severity), ` ${kind} `, el('span', { class: 'count' }, `× ${list.length}`)),
+        el(
+          'h3',
+          {},
+          el('span', { class: `badge sev-${list[0].severity}` }, list[0].severity),
+          ` ${kind} `,
+          el('span', { class: 'count' }, `× ${countOf(kind)}`),
+          countOf(kind) > list.length ? el('span', { class: 'muted' }, ` (the ${list.length} most recent listed)`) : null,
+        ),
         el('ul', {}, head),
         rest.length ? el('details', {}, el('summary', {}, `${rest.length} more ${kind}`), el('ul', {}, rest)) : null,
       );
@@ -119,7 +133,7 @@ async function load() {
   setStatus('loading…');
   for (const a of document.querySelectorAll('a.svg-link')) a.setAttribute('href', url(`/charts/${a.dataset.chart}.svg`, { from: window.from, to: window.to, cluster: state.cluster, decode_engine: state.engine }));
   const results = await Promise.allSettled([
-    getJson('/api/flags', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => renderFlags(b.flags, window)),
+    getJson('/api/flags', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => renderFlags(b.flags, b.totals, window)),
     getJson('/api/queries/hold_resolution_groups', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => {
       fillSelect('cluster', b.rows.map((r) => r.cluster));
       fillSelect('engine', b.rows.filter((r) => r.scope_kind === 'decode_engine').map((r) => r.decode_engine));
