@@ -221,9 +221,6 @@ export interface FlagReport {
   limitPerKind: number;
 }
 
-/** A query parameter of type Array(String), in ClickHouse's text form for values. */
-const stringArrayParam = (values: string[]) => `[${values.map((v) => `'${v.replace(/[\\']/g, (c) => `\\${c}`)}'`).join(',')}]`;
-
 /** The flags of a time range, most severe first, and how many of each kind there are. */
 export async function computeFlags(
   client: ClickHouseClient,
@@ -234,14 +231,13 @@ export async function computeFlags(
 ): Promise<FlagReport> {
   const limitPerKind = options.limitPerKind ?? DEFAULT_FLAG_LIMIT_PER_KIND;
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
-  const lifecycleFlags = async () => {
-    const rows = await runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs), limit_per_kind: String(limitPerKind) });
-    // Victims only of the late writes listed: the as-of join over every late write of a storm is what costs.
-    const writers = [...new Set(rows.filter((r) => r.kind === 'late_write').map((r) => r.request_id))];
-    const victims = writers.length === 0 ? [] : await runQuery<VictimRow>(client, database, 'late_write_victims', { ...params, writers: stringArrayParam(writers) });
-    return { rows, victims };
-  };
-  const [{ rows, victims }, distribution] = await Promise.all([lifecycleFlags(), distributionFlags(client, database, window, thresholds)]);
+  const [rows, victims, distribution] = await Promise.all([
+    runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs), limit_per_kind: String(limitPerKind) }),
+    // Victims only of the late writes listed (the same most recent ones): the as-of join over every late write of a
+    // storm is what costs.
+    runQuery<VictimRow>(client, database, 'late_write_victims', { ...params, writers_per_cluster: String(limitPerKind) }),
+    distributionFlags(client, database, window, thresholds),
+  ]);
   const victimsOf = new Map<string, VictimRow[]>();
   for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
   const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];

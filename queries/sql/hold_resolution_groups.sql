@@ -11,16 +11,17 @@ SELECT
     scope.3 AS backend,
     scope.4 AS prefill_version,
     scope.5 AS decode_version,
-    uniqExact(request_id, generation) AS holds,
-    uniqExactIf((request_id, generation), resolution = 'drained') AS drained,
-    uniqExactIf((request_id, generation), resolution = 'timeout') AS timeouts,
-    uniqExactIf((request_id, generation), resolution = 'open') AS open
+    count() AS holds,
+    countIf(resolution = 'drained') AS drained,
+    countIf(resolution = 'timeout') AS timeouts,
+    countIf(resolution = 'open') AS open
 FROM
 (
     SELECT
-        cluster, request_id, generation, resolution,
-        decode_engine AS h_decode_engine, backend AS h_backend, decode_version AS h_decode_version,
-        arrayJoin(if(empty(prefill_engines), [('', '', '')], prefill_engines)).2 AS h_prefill_version
+        cluster, resolution, decode_engine AS h_decode_engine, backend AS h_backend, decode_version AS h_decode_version,
+        -- Each hold counts once per distinct prefill version it had (a hold whose prefill engine never reported, with
+        -- no transfer or drain span, has no version pair to judge).
+        arrayFilter(v -> v != '', arrayDistinct(arrayMap(p -> p.2, prefill_engines))) AS prefill_versions
     FROM {db:Identifier}.lifecycle_records FINAL
     -- A hold in the range means a lifecycle active in it: the first two conditions let ClickHouse skip the rest.
     WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
@@ -29,12 +30,9 @@ FROM
       AND hold_start <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
 ) AS h
--- Holds whose prefill engine never reported (no transfer or drain span) have no version pair to judge.
-ARRAY JOIN arrayFilter(s -> NOT (s.1 IN ('version_pair', 'pairing') AND s.4 = ''), [
-    ('decode_engine', h_decode_engine, '', '', ''),
-    ('backend', '', h_backend, '', ''),
-    ('version_pair', '', '', h_prefill_version, h_decode_version),
-    ('pairing', '', h_backend, h_prefill_version, h_decode_version)
-]) AS scope
+ARRAY JOIN arrayConcat(
+    [('decode_engine', h_decode_engine, '', '', ''), ('backend', '', h_backend, '', '')],
+    arrayFlatten(arrayMap(v -> [('version_pair', '', '', v, h_decode_version), ('pairing', '', h_backend, v, h_decode_version)], prefill_versions))
+) AS scope
 GROUP BY scope_kind, cluster, decode_engine, backend, prefill_version, decode_version
 ORDER BY scope_kind, cluster, decode_engine, backend, prefill_version, decode_version

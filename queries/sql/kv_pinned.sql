@@ -3,6 +3,7 @@
 -- param from DateTime64(9, 'UTC'): start of the range
 -- param to DateTime64(9, 'UTC'): end of the range
 -- param cluster String = '': one cluster, or all when empty
+-- param open_lookback_hours UInt32 = 1: holds still open count when they started up to this long before the range (and for at most a day after their start)
 -- columns: cluster, decode_engine, window_start, aborts, peak_pinned_slots, capacity_slots
 SELECT
     cluster,
@@ -40,10 +41,11 @@ FROM
                         least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
                     FROM {db:Identifier}.lifecycle_records FINAL
                     -- A released hold overlapping the range has its last span in it or after; an open one pins pages up
-                    -- to now, and counts for at most a day after its start.
+                    -- to now (for at most a day after its start), and counts when it started up to open_lookback_hours
+                    -- before the range.
                     WHERE bucket <= {to:DateTime64(9, 'UTC')}
                       AND (last_seen >= {from:DateTime64(9, 'UTC')}
-                           OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY)))
+                           OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})))
                       AND hold_start IS NOT NULL
                       AND hold_start <= {to:DateTime64(9, 'UTC')}
                       AND coalesce(release_at, now64(9)) >= {from:DateTime64(9, 'UTC')}

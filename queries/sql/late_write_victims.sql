@@ -4,7 +4,7 @@
 -- param to DateTime64(9, 'UTC'): end of the range
 -- param cluster String = '': one cluster, or all when empty
 -- param request_id String = '': one writing request id, or all when empty
--- param writers Array(String) = []: only these writing request ids, or all when empty
+-- param writers_per_cluster UInt32 = 0: only the most recent writing lifecycles of each cluster (by last span), as flags_lifecycle lists them with the same limit; 0 for all
 -- columns: cluster, request_id, generation, rank, chunk_index, landed_at, decode_engine, page, victim_request_id, victim_generation (victim_request_id is empty when the page was free)
 --
 -- A page's owner when a late write landed is the latest allocation of it, on that decode engine, at or before the
@@ -22,20 +22,21 @@ WITH
           AND late_writes > 0
           AND ({cluster:String} = '' OR cluster = {cluster:String})
           AND ({request_id:String} = '' OR request_id = {request_id:String})
-          AND (empty({writers:Array(String)}) OR has({writers:Array(String)}, request_id))
+        ORDER BY cluster, last_seen DESC, request_id, generation
+        LIMIT if({writers_per_cluster:UInt32} = 0, 18446744073709551615, {writers_per_cluster:UInt32}) BY cluster
     ),
-    late AS
+    -- Every page written late, as one value computed once (a named subquery would run again at each use):
+    -- (cluster, request id, generation, rank, chunk, landed at, decode engine, page, writer released at).
     (
-        SELECT s.cluster AS cluster, s.request_id AS request_id, s.generation AS generation, s.rank AS rank, s.chunk_index AS chunk_index,
-               s.end_time AS landed_at, toString(s.decode_engine_id) AS decode_engine, page
+        SELECT groupArray((s.cluster, s.request_id, s.generation, s.rank, s.chunk_index, s.end_time, toString(s.decode_engine_id), page, l.released_at))
         FROM {db:Identifier}.spans AS s FINAL
         ARRAY JOIN s.pages AS page
         INNER JOIN writers AS l ON s.cluster = l.cluster AND s.request_id = l.request_id AND s.generation = l.generation
         WHERE (s.cluster, s.request_id, s.generation) IN (SELECT cluster, request_id, generation FROM writers)
           AND s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND s.end_time > l.released_at
-    ),
-    (SELECT min(released_at) FROM writers) AS earliest_release,
-    (SELECT max(landed_at) FROM late) AS latest_landing
+    ) AS late_pages,
+    arrayMin(arrayMap(x -> x.9, late_pages)) AS earliest_release,
+    arrayMax(arrayMap(x -> x.6, late_pages)) AS latest_landing
 SELECT
     w.cluster AS cluster,
     w.request_id AS request_id,
@@ -48,7 +49,11 @@ SELECT
     if(o.owner_request_id = '' OR (o.owner_request_id = w.request_id AND o.owner_generation = w.generation) OR o.owner_released_at <= w.landed_at,
        '', o.owner_request_id) AS victim_request_id,
     if(victim_request_id = '', 0, o.owner_generation) AS victim_generation
-FROM late AS w
+FROM
+(
+    SELECT x.1 AS cluster, x.2 AS request_id, x.3 AS generation, x.4 AS rank, x.5 AS chunk_index, x.6 AS landed_at, x.7 AS decode_engine, x.8 AS page
+    FROM (SELECT arrayJoin(late_pages) AS x)
+) AS w
 ASOF LEFT JOIN
 (
     SELECT
@@ -61,12 +66,13 @@ ASOF LEFT JOIN
         coalesce(release_at, toDateTime64('2262-01-01 00:00:00', 9, 'UTC')) AS owner_released_at
     FROM {db:Identifier}.lifecycle_records FINAL
     ARRAY JOIN kv_pages AS page
-    WHERE bucket <= latest_landing
+    WHERE notEmpty(late_pages)
+      AND bucket <= latest_landing
       AND last_seen >= earliest_release
       AND allocated_at IS NOT NULL
       AND allocated_at >= earliest_release
       AND allocated_at <= latest_landing
       -- Only the pages written late: the join's right side stays small whatever the traffic.
-      AND (cluster, decode_engine, page) IN (SELECT cluster, decode_engine, page FROM late)
+      AND (cluster, decode_engine, page) IN (SELECT x.1, x.7, x.8 FROM (SELECT arrayJoin(late_pages) AS x))
 ) AS o ON w.cluster = o.cluster AND w.decode_engine = o.decode_engine AND w.page = o.page AND w.landed_at >= o.allocated_at
 ORDER BY cluster, request_id, generation, landed_at, rank, chunk_index, page
