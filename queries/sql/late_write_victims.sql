@@ -12,21 +12,26 @@
 -- allocations between the earliest release of these writers and the latest landing can be that owner: owners are
 -- read from the stored records of that stretch alone.
 WITH
-    writers AS
+    -- The late-writing lifecycles, computed once (a named subquery would run again at each use):
+    -- (cluster, request id, generation, released at).
     (
-        SELECT cluster, request_id, generation, assumeNotNull(release_at) AS released_at
-        FROM {db:Identifier}.lifecycle_records FINAL
-        WHERE bucket <= {to:DateTime64(9, 'UTC')}
-          AND last_seen >= {from:DateTime64(9, 'UTC')}
-          AND first_seen <= {to:DateTime64(9, 'UTC')}
-          AND late_writes > 0
-          AND ({cluster:String} = '' OR cluster = {cluster:String})
-          AND ({request_id:String} = '' OR request_id = {request_id:String})
-        ORDER BY cluster, last_seen DESC, request_id, generation
-        LIMIT if({writers_per_cluster:UInt32} = 0, 18446744073709551615, {writers_per_cluster:UInt32}) BY cluster
-    ),
-    -- Every page written late, as one value computed once (a named subquery would run again at each use):
-    -- (cluster, request id, generation, rank, chunk, landed at, decode engine, page, writer released at).
+        SELECT groupArray((cluster, request_id, generation, released_at))
+        FROM
+        (
+            SELECT cluster, request_id, generation, assumeNotNull(release_at) AS released_at
+            FROM {db:Identifier}.lifecycle_records FINAL
+            WHERE bucket <= {to:DateTime64(9, 'UTC')}
+              AND last_seen >= {from:DateTime64(9, 'UTC')}
+              AND first_seen <= {to:DateTime64(9, 'UTC')}
+              AND late_writes > 0
+              AND ({cluster:String} = '' OR cluster = {cluster:String})
+              AND ({request_id:String} = '' OR request_id = {request_id:String})
+            ORDER BY cluster, last_seen DESC, request_id, generation
+            LIMIT if({writers_per_cluster:UInt32} = 0, 18446744073709551615, {writers_per_cluster:UInt32}) BY cluster
+        ) AS latest
+    ) AS writer_list,
+    writers AS (SELECT w.1 AS cluster, w.2 AS request_id, w.3 AS generation, w.4 AS released_at FROM (SELECT arrayJoin(writer_list) AS w)),
+    -- Every page written late, likewise: (cluster, request id, generation, rank, chunk, landed at, decode engine, page, writer released at).
     (
         SELECT groupArray((s.cluster, s.request_id, s.generation, s.rank, s.chunk_index, s.end_time, toString(s.decode_engine_id), page, l.released_at))
         FROM {db:Identifier}.spans AS s FINAL
@@ -72,7 +77,7 @@ ASOF LEFT JOIN
       AND allocated_at IS NOT NULL
       AND allocated_at >= earliest_release
       AND allocated_at <= latest_landing
-      -- Only the pages written late: the join's right side stays small whatever the traffic.
-      AND (cluster, decode_engine, page) IN (SELECT x.1, x.7, x.8 FROM (SELECT arrayJoin(late_pages) AS x))
+      -- Only the pages written late (on any engine; the join matches the engine): the join's right side stays small.
+      AND page IN (SELECT x.8 FROM (SELECT arrayJoin(late_pages) AS x))
 ) AS o ON w.cluster = o.cluster AND w.decode_engine = o.decode_engine AND w.page = o.page AND w.landed_at >= o.allocated_at
 ORDER BY cluster, request_id, generation, landed_at, rank, chunk_index, page
