@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
-import { createPipelineMetrics, createWriter, encodeRows, migrate, type SpanRow } from '../../pipeline/index.ts';
+import { createPipelineMetrics, createWriter, encodeRows, migrate, SpanWriter, type SpanRow } from '../../pipeline/index.ts';
 import { runQuery } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
@@ -121,6 +121,28 @@ describe('stored lifecycle records', () => {
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
     const longest = await runQuery(client, database, 'longest_holds', { from: '2026-12-02 11:00:10', to: '2026-12-02 11:01:00' });
     assert.deepEqual(longest.map((r) => [r.request_id, r.held_ms, r.resolution]), [['room-x', 5000, 'drained']]);
+    await writer.shutdown();
+  });
+
+  it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
+    // The refresh's table is gone (as after a botched manual change): spans still insert, records cannot.
+    await client.command({ query: 'RENAME TABLE {db:Identifier}.lifecycle_records TO {db:Identifier}.lifecycle_records_away', query_params: { db: database } });
+    let resolved = false;
+    const written = writer.write(encodeRows([span({ name: 'pd.hold', span_id: 'h', start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 })])).then(() => {
+      resolved = true;
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(resolved, false, 'the write resolved while its records could not be stored');
+    const failures = (await metrics.insertFailures.get()).values.reduce((n, v) => n + v.value, 0);
+    assert.ok(failures >= 2, `${failures} failed refreshes counted`);
+    assert.equal((await rows(client, 'SELECT count() AS n FROM {db:Identifier}.spans', database))[0]?.n, 1, 'the span itself is stored');
+    await client.command({ query: 'RENAME TABLE {db:Identifier}.lifecycle_records_away TO {db:Identifier}.lifecycle_records', query_params: { db: database } });
+    await written;
+    assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
     await writer.shutdown();
   });
 });
