@@ -23,6 +23,11 @@ export function createPipelineMetrics(registry = new Registry()) {
       registers: [registry],
     }),
     rowsPending: new Gauge({ name: 'holdscope_pipeline_rows_pending', help: 'Rows waiting for ClickHouse', registers: [registry] }),
+    inFlightBytes: new Gauge({
+      name: 'holdscope_pipeline_in_flight_bytes',
+      help: 'Encoded span rows the Kafka consumer handed to the writer and ClickHouse has not acknowledged yet, in bytes (capped: past the cap the consumer waits)',
+      registers: [registry],
+    }),
     lastInsert: new Gauge({ name: 'holdscope_pipeline_last_insert_timestamp_seconds', help: 'Unix time of the last successful INSERT', registers: [registry] }),
     commits: new Counter({ name: 'holdscope_pipeline_offset_commits_total', help: 'Kafka offset commits after ClickHouse acknowledged', registers: [registry] }),
     commitsRefused: new Counter({

@@ -62,6 +62,7 @@ export class Pipeline {
       rebalanceTimeoutMs: this.config.rebalanceTimeoutMs,
       fetchMaxWaitMs: this.config.fetchMaxWaitMs,
       maxBytesPerPartition: this.config.maxBytesPerPartition,
+      maxInFlightBytes: this.config.maxInFlightBytes,
     });
     await this.source.start();
     this.lag = startLagMonitor({ kafka, groupId: this.config.groupId, topics: this.config.topics, metrics: this.metrics, log: this.log });

@@ -10,10 +10,15 @@ const REFRESH = sql('refresh_lifecycle_records');
 const REBUILD = sql('rebuild_lifecycle_records');
 
 /**
- * Keys per refresh statement. They travel as one query parameter, which a ClickHouse server reads from the URL
- * (http_max_uri_size, 1 MiB by default): 4,000 keys stay near 200 KB.
+ * Keys per refresh statement, and the text they may take. They travel as one query parameter, and a ClickHouse
+ * server refuses a form field over about 128 KB ("Field value too long"), which would stall the writer for good:
+ * 1,000 keys or 64 KB of key text, whichever comes first.
  */
-export const MAX_KEYS_PER_REFRESH = 4000;
+export const MAX_KEYS_PER_REFRESH = 1000;
+const MAX_KEY_TEXT_PER_REFRESH = 64 * 1024;
+
+/** About how much text a key takes in the parameter (quotes, commas and escapes included). */
+const keyText = ([cluster, requestId]: LifecycleKey) => 2 * (cluster.length + requestId.length) + 24;
 
 /** The distinct lifecycle keys of span rows, in first-seen order. */
 export class LifecycleKeySet {
@@ -42,8 +47,15 @@ export class LifecycleKeySet {
  * Idempotent: running it again, or for a replayed batch, writes the same records.
  */
 export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKey[]): Promise<void> {
-  for (let first = 0; first < keys.length; first += MAX_KEYS_PER_REFRESH) {
-    const chunk = keys.slice(first, first + MAX_KEYS_PER_REFRESH).map((k) => new TupleParam([...k]));
+  for (let first = 0; first < keys.length; ) {
+    let end = first;
+    let text = 0;
+    while (end < keys.length && end - first < MAX_KEYS_PER_REFRESH && (end === first || text + keyText(keys[end] as LifecycleKey) <= MAX_KEY_TEXT_PER_REFRESH)) {
+      text += keyText(keys[end] as LifecycleKey);
+      end++;
+    }
+    const chunk = keys.slice(first, end).map((k) => new TupleParam([...k]));
+    first = end;
     try {
       await client.command({ query: REFRESH, query_params: { db: database, keys: chunk } });
     } catch (error) {
