@@ -47,14 +47,27 @@ export interface EncodedRows {
   keys: LifecycleKey[];
 }
 
-export function encodeRows(rows: Iterable<SpanRow>): EncodedRows {
-  let text = '';
-  let count = 0;
-  const keys = new LifecycleKeySet();
-  for (const row of rows) {
-    text += encodeSpanLine(row);
-    keys.add(row.cluster, row.request_id, row.generation);
-    count++;
+/**
+ * Collects rows into EncodedRows. The lines are joined once at the end: a string grown with `+=` stays a V8 rope
+ * (one heap object per piece, about 4.7 heap bytes per character measured on the collector's spans, against 1.0
+ * flat) for as long as nothing reads it whole, and rows waiting for ClickHouse held that way ran out of a 192 MiB heap.
+ */
+export class EncodedRowsBuilder {
+  private readonly lines: string[] = [];
+  private readonly keys = new LifecycleKeySet();
+
+  add(row: SpanRow): void {
+    this.lines.push(encodeSpanLine(row));
+    this.keys.add(row.cluster, row.request_id, row.generation);
   }
-  return { text, rows: count, keys: keys.values() };
+
+  build(): EncodedRows {
+    return { text: this.lines.join(''), rows: this.lines.length, keys: this.keys.values() };
+  }
+}
+
+export function encodeRows(rows: Iterable<SpanRow>): EncodedRows {
+  const builder = new EncodedRowsBuilder();
+  for (const row of rows) builder.add(row);
+  return builder.build();
 }

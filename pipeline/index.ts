@@ -6,4 +6,4 @@ export { SpanWriter } from './writer.ts';
 export { decodeMessage, eventsOf } from './decode.ts';
 export { spanRow, formatNanos, type SpanRow } from './rows.ts';
 export { encodeRows, encodeSpanLine, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
-export { refreshLifecycleRecords, rebuildLifecycleRecords, LifecycleKeySet, type LifecycleKey } from './records.ts';
+export { refreshLifecycleRecords, rebuildLifecycleRecords, type LifecycleKey } from './records.ts';

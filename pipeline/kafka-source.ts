@@ -307,10 +307,6 @@ export class KafkaSource {
     }
     const handed: HandedBatch = { next: (BigInt(lastOffset) + 1n).toString(), stored: false };
     line.batches.push(handed);
-    // Also what keeps rows in flight affordable: rowsOf builds the text with `+=`, which V8 keeps as a rope (one heap
-    // object per concatenation, about 4.7 heap bytes per character measured on the collector's spans) until something
-    // reads it whole; measuring its UTF-8 length flattens it in place (about 1.0 byte per character), rather than
-    // when the writer sends it, after it waited in flight. Held as ropes, the rows in flight ran out of a 192 MiB heap.
     const bytes = Buffer.byteLength(rows.text);
     this.inFlightWrites++;
     this.inFlightBytes += bytes;

@@ -33,10 +33,6 @@ export class LifecycleKeySet {
     for (const [cluster, requestId, generation] of keys) this.add(cluster, requestId, generation);
   }
 
-  get size(): number {
-    return this.keys.size;
-  }
-
   values(): LifecycleKey[] {
     return [...this.keys.values()];
   }
@@ -48,11 +44,11 @@ export class LifecycleKeySet {
  */
 export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKey[]): Promise<void> {
   for (let first = 0; first < keys.length; ) {
-    let end = first;
-    let text = 0;
-    while (end < keys.length && end - first < MAX_KEYS_PER_REFRESH && (end === first || text + keyText(keys[end] as LifecycleKey) <= MAX_KEY_TEXT_PER_REFRESH)) {
+    let end = first + 1;
+    let text = keyText(keys[first] as LifecycleKey);
+    for (; end < keys.length && end - first < MAX_KEYS_PER_REFRESH; end++) {
       text += keyText(keys[end] as LifecycleKey);
-      end++;
+      if (text > MAX_KEY_TEXT_PER_REFRESH) break;
     }
     const chunk = keys.slice(first, end).map((k) => new TupleParam([...k]));
     first = end;

@@ -241,13 +241,13 @@ export async function computeFlags(
   const victimsOf = new Map<string, VictimRow[]>();
   for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
   const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];
+  // Lifecycle kinds count every flag of the range (kind_total); distribution flags are all listed.
+  const kindTotal = new Map(rows.map((row) => [JSON.stringify([row.cluster, row.kind]), Number(row.kind_total)]));
   const totals = new Map<string, FlagTotal>();
-  for (const row of rows) totals.set(JSON.stringify([row.cluster, row.kind]), { cluster: row.cluster, kind: row.kind, severity: 'info', count: Number(row.kind_total) });
   for (const flag of flags) {
     const key = JSON.stringify([flag.cluster, flag.kind]);
-    const total = totals.get(key) ?? { cluster: flag.cluster, kind: flag.kind, severity: flag.severity, count: 0 };
-    total.severity = flag.severity;
-    if (flag.request_id === undefined) total.count++;
+    const total = totals.get(key) ?? { cluster: flag.cluster, kind: flag.kind, severity: flag.severity, count: kindTotal.get(key) ?? 0 };
+    if (!kindTotal.has(key)) total.count++;
     totals.set(key, total);
   }
   return {
