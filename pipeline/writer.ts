@@ -30,22 +30,34 @@ interface Pending extends Waiter {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+interface RefreshRequest {
+  keys: LifecycleKey[];
+  rows: number;
+  waiters: Waiter[];
+}
+
+/** Lifecycles one record refresh takes at most (in statements of at most 1,000): its writers wait for all of them. */
+const MAX_LIFECYCLES_PER_REFRESH_ROUND = 10_000;
+
 /**
  * Coalesces rows from concurrent callers (Kafka partitions, collector requests) into large INSERTs into
  * `spans` (whose materialized view feeds the lifecycle states), then recomputes the stored records of the
  * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both; while ClickHouse
  * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
  *
- * A batch's record refresh runs while the next batch is inserted (at most one refresh is outstanding), so
- * the refreshes cost the writer little throughput.
+ * Refreshes run beside the inserts, one at a time, each taking every batch stored since the last began: spans are
+ * visible (through the lifecycles view) as soon as they are inserted, and a lifecycle that several batches
+ * touched is recomputed once. Refreshes that fall behind hold their writers, which holds the consumer's fetches.
  */
 export class SpanWriter {
   private pending: Pending[] = [];
   private pendingRows = 0;
   private timer: NodeJS.Timeout | undefined;
   private inserting: Promise<void> = Promise.resolve();
-  /** The record refresh of the last inserted batch; it never rejects (its writers learn of failures). */
-  private refreshing: Promise<void> = Promise.resolve();
+  /** Stored batches whose records wait for a refresh, oldest first. */
+  private refreshQueue: RefreshRequest[] = [];
+  /** The refresh loop while it runs; it never rejects (its writers learn of failures). */
+  private refreshing: Promise<void> | undefined;
   private stopped = false;
 
   constructor(private readonly options: SpanWriterOptions) {}
@@ -112,9 +124,30 @@ export class SpanWriter {
       const keys = new LifecycleKeySet();
       for (const p of batch) keys.addAll(p.batch.keys);
       const waiters: Waiter[] = batch.map(({ keepAlive, resolve, reject }) => ({ keepAlive, resolve, reject }));
-      const prior = this.refreshing;
-      this.refreshing = prior.then(() => this.refreshRecords(keys.values(), count, waiters));
-      await prior;
+      this.refreshQueue.push({ keys: keys.values(), rows: count, waiters });
+      this.refreshing ??= this.refreshQueued();
+    }
+  }
+
+  /** Refreshes queued batches until none is left; `refreshing` is cleared in the same turn as the last check. */
+  private async refreshQueued(): Promise<void> {
+    try {
+      while (this.refreshQueue.length > 0) {
+        const keys = new LifecycleKeySet();
+        const waiters: Waiter[] = [];
+        let rows = 0;
+        let size = 0;
+        while (this.refreshQueue.length > 0 && (size === 0 || size + (this.refreshQueue[0] as RefreshRequest).keys.length <= MAX_LIFECYCLES_PER_REFRESH_ROUND)) {
+          const next = this.refreshQueue.shift() as RefreshRequest;
+          keys.addAll(next.keys);
+          waiters.push(...next.waiters);
+          rows += next.rows;
+          size += next.keys.length;
+        }
+        await this.refreshRecords(keys.values(), rows, waiters);
+      }
+    } finally {
+      this.refreshing = undefined;
     }
   }
 

@@ -36,19 +36,29 @@ FROM
                 SELECT cluster, decode_engine, change.1 AS t, sum(change.2) AS delta, max(capacity_slots) AS capacity
                 FROM
                 (
+                    -- A released hold overlapping the range has its last span in it or after; an open one pins pages up
+                    -- to now (for at most a day after its start), and counts when it started up to open_lookback_hours
+                    -- before the range. Two disjoint reads rather than one OR, so each prunes by its own bounds.
                     SELECT cluster, decode_engine, capacity_slots, toInt64(held_slots) AS slots,
                         toInt64(toUnixTimestamp(assumeNotNull(hold_start))) AS start_second,
                         least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
                     FROM {db:Identifier}.lifecycle_records FINAL
-                    -- A released hold overlapping the range has its last span in it or after; an open one pins pages up
-                    -- to now (for at most a day after its start), and counts when it started up to open_lookback_hours
-                    -- before the range.
                     WHERE bucket <= {to:DateTime64(9, 'UTC')}
-                      AND (last_seen >= {from:DateTime64(9, 'UTC')}
-                           OR (resolution = 'open' AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})))
+                      AND last_seen >= {from:DateTime64(9, 'UTC')}
                       AND hold_start IS NOT NULL
                       AND hold_start <= {to:DateTime64(9, 'UTC')}
                       AND coalesce(release_at, now64(9)) >= {from:DateTime64(9, 'UTC')}
+                      AND ({cluster:String} = '' OR cluster = {cluster:String})
+                    UNION ALL
+                    SELECT cluster, decode_engine, capacity_slots, toInt64(held_slots) AS slots,
+                        toInt64(toUnixTimestamp(assumeNotNull(hold_start))) AS start_second,
+                        least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
+                    FROM {db:Identifier}.lifecycle_records FINAL
+                    WHERE bucket <= {to:DateTime64(9, 'UTC')}
+                      AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})
+                      AND last_seen < {from:DateTime64(9, 'UTC')}
+                      AND resolution = 'open'
+                      AND hold_start IS NOT NULL
                       AND ({cluster:String} = '' OR cluster = {cluster:String})
                 ) AS holds
                 ARRAY JOIN [(start_second + 1, slots), (end_second + 1, -slots)] AS change
