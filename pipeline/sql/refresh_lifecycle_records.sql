@@ -4,4 +4,7 @@
 INSERT INTO {db:Identifier}.lifecycle_records
 SELECT *
 FROM {db:Identifier}.lifecycle_record_rows
-WHERE (cluster, request_id, generation) IN {keys:Array(Tuple(String, String, UInt32))}
+-- The keys come in four parameters (pipeline/records.ts: a server refuses one form field over ~128 KB), some empty.
+WHERE (cluster, request_id, generation) IN arrayConcat(
+    {keys_0:Array(Tuple(String, String, UInt32))}, {keys_1:Array(Tuple(String, String, UInt32))},
+    {keys_2:Array(Tuple(String, String, UInt32))}, {keys_3:Array(Tuple(String, String, UInt32))})

@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { createPipelineMetrics, createWriter, encodeRows, migrate, SpanWriter, type SpanRow } from '../../pipeline/index.ts';
 import { runQuery } from '../../queries/index.ts';
+import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-server.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
@@ -122,6 +123,29 @@ describe('stored lifecycle records', () => {
     const longest = await runQuery(client, database, 'longest_holds', { from: '2026-12-02 11:00:10', to: '2026-12-02 11:01:00' });
     assert.deepEqual(longest.map((r) => [r.request_id, r.held_ms, r.resolution]), [['room-x', 5000, 'drained']]);
     await writer.shutdown();
+  });
+
+  it('refresh thousands of lifecycles with long request ids in one write through a ClickHouse server, whose form fields hold ~128 KB', { timeout: 120_000 }, async () => {
+    const server = await startClickHouseServer();
+    const http = clickhouseClient(server.url);
+    try {
+      const database = randomDatabase('records');
+      await migrate(http, { database, retentionDays: 30 });
+      const writer = createWriter(http, { database, maxBatchRows: 100_000, lingerMs: 1 }, createPipelineMetrics(), quietLog);
+      // 6,000 lifecycles of 150-character request ids: about 1.8 MB of keys, which must travel in many parameters
+      // and several statements, none over the server's limit.
+      const spans = Array.from({ length: 6000 }, (_, i) =>
+        span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${String(i).padStart(5, '0')}-${'k'.repeat(140)}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 }),
+      );
+      await writer.write(encodeRows(spans));
+      const stored = await storedRecords(http, database);
+      assert.equal(stored.length, 6000);
+      assert.deepEqual(stored, await viewRecords(http, database));
+      await writer.shutdown();
+    } finally {
+      await http.close();
+      await server.stop();
+    }
   });
 
   it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
