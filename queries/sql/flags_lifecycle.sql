@@ -19,7 +19,8 @@ WITH
             (
                 -- Two disjoint reads rather than one OR, so each prunes by its own bounds: records active in the
                 -- range (the min-max index on last_seen), and holds still open whose spans all came before it (the
-                -- few hours of the lookback, and the set index on resolution).
+                -- few hours of the lookback, and the set index on resolution). Open holds are candidates only once
+                -- past their timeout and the grace (an open_hold flag): most open holds are merely in flight.
                 SELECT bucket, cluster, request_id, generation, last_seen, late_writes, unsafe_release, acks_after_failed_send, stale_acks_accepted,
                     admission_outcome, chunks_launched, handoff_at, checksum_outcome, resolution, hold_timeout_ms,
                     if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
@@ -30,7 +31,7 @@ WITH
                   AND ({cluster:String} = '' OR cluster = {cluster:String})
                   AND (late_writes > 0 OR unsafe_release OR acks_after_failed_send > 0 OR stale_acks_accepted > 0
                        OR (admission_outcome = 'rejected' AND (chunks_launched > 0 OR handoff_at IS NOT NULL))
-                       OR checksum_outcome = 'mismatch' OR resolution = 'open')
+                       OR checksum_outcome = 'mismatch' OR (resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32}))
                 UNION ALL
                 SELECT bucket, cluster, request_id, generation, last_seen, late_writes, unsafe_release, acks_after_failed_send, stale_acks_accepted,
                     admission_outcome, chunks_launched, handoff_at, checksum_outcome, resolution, hold_timeout_ms,
@@ -39,7 +40,7 @@ WITH
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
                   AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})
                   AND last_seen < {from:DateTime64(9, 'UTC')}
-                  AND resolution = 'open'
+                  AND (resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32})
                   AND ({cluster:String} = '' OR cluster = {cluster:String})
             ) AS candidates
             ARRAY JOIN arrayFilter(k -> k != '', [
