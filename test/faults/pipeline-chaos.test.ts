@@ -348,7 +348,10 @@ test('pipeline chaos: ten SIGKILLs, a ClickHouse restart and a member joining an
     assert.equal(counts.kills, KILLS);
     // The kills were meant to strike mid-batch; a run where most found nothing in hand tested less than it claims.
     assert.ok(counts.killsWithRowsInHand >= KILLS / 2, `only ${counts.killsWithRowsInHand} of ${KILLS} SIGKILLs found rows in hand`);
-    assert.ok(rowsInserted > produced.spans, `some spans were inserted twice (replayed after a SIGKILL or a rebalance): ${rowsInserted} rows for ${produced.spans} spans`);
+    // Rows in hand at a kill are read again by the next process; whether any had already been inserted (and so
+    // are stored twice, which must change nothing) depends on where the kill fell between INSERT and commit. Runs
+    // range from 0 to ~500 such rows: reported below, not required. Never fewer rows than spans, though.
+    assert.ok(rowsInserted >= produced.spans, `${rowsInserted} rows inserted for ${produced.spans} spans`);
 
     const wall = (Date.now() - wallStart) / 1000;
     const figures = [
