@@ -53,16 +53,22 @@ export function killLivePipelines(): void {
   for (const child of liveChildren) child.kill('SIGKILL');
 }
 
-/** A TCP port free on 127.0.0.1 right now (the pipeline's --metrics-port takes no 0). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+/**
+ * A TCP port free right now (the pipeline's --metrics-port takes no 0), below Linux's ephemeral range (32768+):
+ * a port the kernel hands out there may be taken, between this check and the pipeline's listen, by any outgoing
+ * connection of the tests running beside it. Probed on every interface, as the pipeline listens.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, () => server.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
+  throw new Error('no free port found in 20000-31999');
 }
 
 /** Prometheus text from `http://127.0.0.1:PORT/metrics` as name → value, the series of one name summed over labels. */
