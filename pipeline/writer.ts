@@ -36,8 +36,20 @@ interface RefreshRequest {
   waiters: Waiter[];
 }
 
-/** Lifecycles one record refresh takes at most (in statements of at most 1,000): its writers wait for all of them. */
-const MAX_LIFECYCLES_PER_REFRESH_ROUND = 10_000;
+/** Lifecycle keys one record refresh round takes at most (before duplicates are dropped): its writers wait for all of them. */
+const MAX_KEYS_PER_REFRESH_ROUND = 10_000;
+
+/** Takes queued items from the front while their total size stays within `max` (always at least one). */
+function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { taken: T[]; size: number } {
+  const taken: T[] = [];
+  let size = 0;
+  while (queue.length > 0 && (taken.length === 0 || size + sizeOf(queue[0] as T) <= max)) {
+    const next = queue.shift() as T;
+    taken.push(next);
+    size += sizeOf(next);
+  }
+  return { taken, size };
+}
 
 /**
  * Coalesces rows from concurrent callers (Kafka partitions, collector requests) into large INSERTs into
@@ -105,13 +117,7 @@ export class SpanWriter {
 
   private async insertPending(): Promise<void> {
     while (this.pending.length > 0) {
-      const batch: Pending[] = [];
-      let count = 0;
-      while (this.pending.length > 0 && (batch.length === 0 || count + (this.pending[0] as Pending).batch.rows <= this.options.maxBatchRows)) {
-        const next = this.pending.shift() as Pending;
-        batch.push(next);
-        count += next.batch.rows;
-      }
+      const { taken: batch, size: count } = takeUpTo(this.pending, this.options.maxBatchRows, (p) => p.batch.rows);
       try {
         await this.insertWithRetry(batch.map((p) => p.batch.text), count, batch);
       } catch (error) {
@@ -120,11 +126,10 @@ export class SpanWriter {
         this.pendingRows = 0;
         throw error;
       }
-      // The rows are stored; the batch's text is not needed any more, only its lifecycle keys.
-      const keys = new LifecycleKeySet();
-      for (const p of batch) keys.addAll(p.batch.keys);
+      // The rows are stored; the batch's text is not needed any more, only its lifecycle keys (deduplicated once,
+      // per refresh round).
       const waiters: Waiter[] = batch.map(({ keepAlive, resolve, reject }) => ({ keepAlive, resolve, reject }));
-      this.refreshQueue.push({ keys: keys.values(), rows: count, waiters });
+      this.refreshQueue.push({ keys: batch.flatMap((p) => p.batch.keys), rows: count, waiters });
       this.refreshing ??= this.refreshQueued();
     }
   }
@@ -133,18 +138,11 @@ export class SpanWriter {
   private async refreshQueued(): Promise<void> {
     try {
       while (this.refreshQueue.length > 0) {
+        const { taken } = takeUpTo(this.refreshQueue, MAX_KEYS_PER_REFRESH_ROUND, (r) => r.keys.length);
         const keys = new LifecycleKeySet();
-        const waiters: Waiter[] = [];
-        let rows = 0;
-        let size = 0;
-        while (this.refreshQueue.length > 0 && (size === 0 || size + (this.refreshQueue[0] as RefreshRequest).keys.length <= MAX_LIFECYCLES_PER_REFRESH_ROUND)) {
-          const next = this.refreshQueue.shift() as RefreshRequest;
-          keys.addAll(next.keys);
-          waiters.push(...next.waiters);
-          rows += next.rows;
-          size += next.keys.length;
-        }
-        await this.refreshRecords(keys.values(), rows, waiters);
+        for (const request of taken) keys.addAll(request.keys);
+        const rows = taken.reduce((n, r) => n + r.rows, 0);
+        await this.refreshRecords(keys.values(), rows, taken.flatMap((r) => r.waiters));
       }
     } finally {
       this.refreshing = undefined;

@@ -165,6 +165,16 @@ async function runBatch(consumer: FakeConsumer, offset = '41', options: { partit
   return { resolved: started.resolved, outcome: await started.outcome };
 }
 
+/** A started source whose consumer ran these batches (offset, partition), each handed to the writer. */
+async function startWithBatches(batches: readonly (readonly [string, number])[], prepare: (consumer: FakeConsumer) => void = () => undefined) {
+  const context = setup();
+  await context.source.start();
+  const consumer = context.consumers[0] as FakeConsumer;
+  prepare(consumer);
+  for (const [offset, partition] of batches) await runBatch(consumer, offset, { partition });
+  return { ...context, consumer };
+}
+
 /** Lets acknowledgements, commits and their callbacks run. */
 const settle = async () => {
   for (let i = 0; i < 5; i++) await tick();
@@ -240,10 +250,7 @@ describe('KafkaSource', () => {
   });
 
   it('acknowledgements out of order across batches of one partition never commit past an unacknowledged batch', async () => {
-    const { source, consumers, writes } = setup();
-    await source.start();
-    const consumer = consumers[0] as FakeConsumer;
-    for (const [offset, partition] of [['10', 3], ['20', 3], ['30', 3], ['5', 4]] as const) await runBatch(consumer, offset, { partition });
+    const { source, consumer, writes } = await startWithBatches([['10', 3], ['20', 3], ['30', 3], ['5', 4]]);
     const [p3at10, p3at20, p3at30, p4at5] = writes;
     p3at30?.ack();
     await settle();
@@ -261,12 +268,10 @@ describe('KafkaSource', () => {
   });
 
   it('one commit at a time: the next carries the latest stored offset of every partition', async () => {
-    const { source, consumers, metrics, writes } = setup();
-    await source.start();
-    const consumer = consumers[0] as FakeConsumer;
     const slowCommit = gate();
-    consumer.commit = () => slowCommit.opened;
-    for (const [offset, partition] of [['10', 3], ['20', 3], ['30', 3], ['5', 4]] as const) await runBatch(consumer, offset, { partition });
+    const { source, consumer, metrics, writes } = await startWithBatches([['10', 3], ['20', 3], ['30', 3], ['5', 4]], (c) => {
+      c.commit = () => slowCommit.opened;
+    });
     writes[0]?.ack();
     await settle();
     assert.deepEqual(consumer.committed, [[{ topic: 't', partition: 3, offset: '11' }]]);
@@ -284,10 +289,7 @@ describe('KafkaSource', () => {
   });
 
   it('a write refused (the writer stopped) keeps its offset and every later one of its partition uncommitted', async () => {
-    const { source, consumers, writes } = setup();
-    await source.start();
-    const consumer = consumers[0] as FakeConsumer;
-    for (const [offset, partition] of [['10', 3], ['20', 3], ['5', 4]] as const) await runBatch(consumer, offset, { partition });
+    const { source, consumer, writes } = await startWithBatches([['10', 3], ['20', 3], ['5', 4]]);
     writes[0]?.refuse();
     writes[1]?.ack();
     writes[2]?.ack();
