@@ -103,6 +103,10 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
     `ALTER TABLE ${options.database}.lifecycle_records${local} ${onCluster} MODIFY TTL toDateTime(bucket) + INTERVAL ${options.retentionDays} DAY`,
     'setting lifecycle record retention',
   );
+  await run(
+    `ALTER TABLE ${options.database}.lifecycle_flags${local} ${onCluster} MODIFY TTL toDateTime(bucket) + INTERVAL ${options.retentionDays} DAY`,
+    'setting lifecycle flag retention',
+  );
   return { applied: newly };
 }
 

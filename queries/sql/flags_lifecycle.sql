@@ -1,5 +1,5 @@
 -- name: flags_lifecycle
--- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the stored records (migration 0003): the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
+-- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the flagged records (migration 0004) and, for open holds, the stored records (migration 0003): the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
 -- param from DateTime64(9, 'UTC'): start of the range (lifecycles whose spans end at or after it)
 -- param to DateTime64(9, 'UTC'): end of the range (lifecycles whose spans start at or before it)
 -- param cluster String = '': one cluster, or all when empty
@@ -17,40 +17,45 @@ WITH
             SELECT kind, count() OVER (PARTITION BY kind, cluster) AS kind_total, cluster, request_id, generation, last_seen, bucket
             FROM
             (
-                -- Two disjoint reads rather than one OR, so each prunes by its own bounds: records active in the
-                -- range (the min-max index on last_seen), and holds still open whose spans all came before it (the
-                -- few hours of the lookback, and the set index on resolution). Open holds are candidates only once
-                -- past their timeout and the grace (an open_hold flag): most open holds are merely in flight.
-                SELECT bucket, cluster, request_id, generation, last_seen, late_writes, unsafe_release, acks_after_failed_send, stale_acks_accepted,
-                    admission_outcome, chunks_launched, handoff_at, checksum_outcome, resolution, hold_timeout_ms,
-                    if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
-                FROM {db:Identifier}.lifecycle_records FINAL
+                -- The kinds a lifecycle keeps once raised, from the flagged records alone (migration 0004).
+                SELECT cluster, request_id, generation, last_seen, bucket, late_writes, unsafe_release, acks_after_failed_send,
+                    stale_acks_accepted, admission_outcome, chunks_launched, handoff_at, checksum_outcome, false AS open_hold
+                FROM {db:Identifier}.lifecycle_flags FINAL
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
                   AND first_seen <= {to:DateTime64(9, 'UTC')}
                   AND last_seen >= {from:DateTime64(9, 'UTC')}
                   AND ({cluster:String} = '' OR cluster = {cluster:String})
-                  AND (late_writes > 0 OR unsafe_release OR acks_after_failed_send > 0 OR stale_acks_accepted > 0
-                       OR (admission_outcome = 'rejected' AND (chunks_launched > 0 OR handoff_at IS NOT NULL))
-                       OR checksum_outcome = 'mismatch' OR (resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32}))
                 UNION ALL
-                SELECT bucket, cluster, request_id, generation, last_seen, late_writes, unsafe_release, acks_after_failed_send, stale_acks_accepted,
-                    admission_outcome, chunks_launched, handoff_at, checksum_outcome, resolution, hold_timeout_ms,
-                    if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
+                -- Holds open past their timeout and the grace, from the records (it depends on the clock): two
+                -- disjoint reads rather than one OR, so each prunes by its own bounds. Those active in the range
+                -- (the min-max index on last_seen), whose other kinds the first read has...
+                SELECT cluster, request_id, generation, last_seen, bucket, 0, false, 0, 0, '', 0, NULL, '', true AS open_hold
+                FROM {db:Identifier}.lifecycle_records FINAL
+                WHERE bucket <= {to:DateTime64(9, 'UTC')}
+                  AND first_seen <= {to:DateTime64(9, 'UTC')}
+                  AND last_seen >= {from:DateTime64(9, 'UTC')}
+                  AND resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32}
+                  AND ({cluster:String} = '' OR cluster = {cluster:String})
+                UNION ALL
+                -- ...and those whose spans all came before it (the few hours of the lookback, and the set index on
+                -- resolution): a stuck hold sends no spans, and is live now, so all of its kinds are listed.
+                SELECT cluster, request_id, generation, last_seen, bucket, late_writes, unsafe_release, acks_after_failed_send,
+                    stale_acks_accepted, admission_outcome, chunks_launched, handoff_at, checksum_outcome, true AS open_hold
                 FROM {db:Identifier}.lifecycle_records FINAL
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
                   AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})
                   AND last_seen < {from:DateTime64(9, 'UTC')}
-                  AND (resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32})
+                  AND resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32}
                   AND ({cluster:String} = '' OR cluster = {cluster:String})
             ) AS candidates
             ARRAY JOIN arrayFilter(k -> k != '', [
+                if(open_hold, 'open_hold', ''),
                 if(late_writes > 0, 'late_write', ''),
                 if(unsafe_release, 'unsafe_release', ''),
                 if(acks_after_failed_send > 0, 'ack_after_failed_send', ''),
                 if(stale_acks_accepted > 0, 'stale_ack_consumed', ''),
                 if(admission_outcome = 'rejected' AND (chunks_launched > 0 OR handoff_at IS NOT NULL), 'admission_leak', ''),
-                if(checksum_outcome = 'mismatch', 'checksum_mismatch', ''),
-                if(resolution = 'open' AND open_ms > hold_timeout_ms + {open_hold_grace_ms:UInt32}, 'open_hold', '')
+                if(checksum_outcome = 'mismatch', 'checksum_mismatch', '')
             ]) AS kind
             ORDER BY kind, cluster, last_seen DESC, request_id, generation
             LIMIT {limit_per_kind:UInt32} BY kind, cluster

@@ -19,7 +19,7 @@ WITH
         FROM
         (
             SELECT cluster, request_id, generation, assumeNotNull(release_at) AS released_at
-            FROM {db:Identifier}.lifecycle_records FINAL
+            FROM {db:Identifier}.lifecycle_flags FINAL
             WHERE bucket <= {to:DateTime64(9, 'UTC')}
               AND last_seen >= {from:DateTime64(9, 'UTC')}
               AND first_seen <= {to:DateTime64(9, 'UTC')}

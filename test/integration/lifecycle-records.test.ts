@@ -2,7 +2,8 @@
  * The stored lifecycle records (migration 0003) that the window queries read must equal the `lifecycles` view they
  * are computed from: after a whole scenario, after spans arrive out of order across an hour boundary (the record
  * moves to an earlier hour and its old row is deleted), after replays, and after a backfill of a database whose
- * records were never computed (an upgrade).
+ * records were never computed (an upgrade). The flagged records (migration 0004) must equal the records that carry a
+ * flag, likewise.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -26,6 +27,20 @@ const viewRecords = (client: ClickHouseClient, database: string) =>
   rows(client, 'SELECT * FROM {db:Identifier}.lifecycles ORDER BY cluster, request_id, generation', database);
 const storedRecords = (client: ClickHouseClient, database: string) =>
   rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_records FINAL ORDER BY cluster, request_id, generation', database);
+const storedFlagged = (client: ClickHouseClient, database: string) =>
+  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_flags FINAL ORDER BY cluster, request_id, generation', database);
+
+/** The records that carry a flag a lifecycle keeps once raised (all but open_hold), as flags.ts names them. */
+const flagged = (records: Row[]) =>
+  records.filter(
+    (r) =>
+      Number(r.late_writes) > 0 ||
+      r.unsafe_release === true ||
+      Number(r.acks_after_failed_send) > 0 ||
+      Number(r.stale_acks_accepted) > 0 ||
+      (r.admission_outcome === 'rejected' && (Number(r.chunks_launched) > 0 || r.handoff_at !== null)) ||
+      r.checksum_outcome === 'mismatch',
+  );
 
 function span(over: Partial<SpanRow> & Pick<SpanRow, 'name' | 'span_id' | 'start_time'>): SpanRow {
   return {
@@ -58,6 +73,9 @@ describe('stored lifecycle records', () => {
     const view = await viewRecords(client, database);
     assert.ok(view.length > 600, `${view.length} lifecycles`);
     assert.deepEqual(await storedRecords(client, database), view);
+    const flaggedView = flagged(view);
+    assert.ok(flaggedView.length > 20 && flaggedView.length < view.length / 2, `${flaggedView.length} of ${view.length} lifecycles flagged`);
+    assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
     // A database from before migration 0003: lifecycle states, no records. Migrating backfills them.
     await client.command({ query: 'TRUNCATE TABLE {db:Identifier}.lifecycle_records', query_params: { db: database } });
@@ -66,6 +84,14 @@ describe('stored lifecycle records', () => {
     const { applied } = await migrate(client, { database, retentionDays: 30 });
     assert.deepEqual(applied, ['0003_lifecycle_records']);
     assert.deepEqual(await storedRecords(client, database), view);
+    assert.deepEqual(await storedFlagged(client, database), flaggedView);
+
+    // A database from before migration 0004: records, no flagged table. Migrating fills it from the records.
+    await client.command({ query: 'DROP VIEW {db:Identifier}.lifecycle_flags_mv', query_params: { db: database } });
+    await client.command({ query: 'DROP TABLE {db:Identifier}.lifecycle_flags', query_params: { db: database } });
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 4 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0004_lifecycle_flags']);
+    assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
     // The window queries that read the stored records agree with the ground truth.
     const window = { from: new Date(run.startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() };
@@ -105,18 +131,23 @@ describe('stored lifecycle records', () => {
     const late = [
       span({ name: 'pd.hold', span_id: 'h', start_time: at(20_000), expected_ranks: [0], hold_timeout_ms: 30_000, slots: 16, pages: [1, 2] }),
       span({ name: 'pd.release', span_id: 'r', start_time: at(25_000), release_reason: 'drained', pages: [1, 2] }),
+      // A write that lands after the release: the lifecycle is flagged (late_write), so its flagged row moves too.
+      span({ name: 'pd.transfer', span_id: 't', start_time: at(22_000), end_time: at(26_000), transfer_status: 'ok', rank: 0, chunk_index: 0, pages: [1, 2] }),
     ];
     // The allocation, 30 s before the hour, reaches ClickHouse after the hold and release.
     const early = [span({ name: 'pd.kv.alloc', span_id: 'a', start_time: at(-30_000), slots: 16, pages: [1, 2] })];
     await writer.write(encodeRows(late));
     let stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
     assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 11:00:00', 'drained', null]]);
+    assert.deepEqual(await storedFlagged(client, database), await storedRecords(client, database));
 
     await writer.write(encodeRows(early));
     for (let replay = 0; replay < 2; replay++) {
       stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
       assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 10:00:00', 'drained', '2026-12-02 10:59:30.000000000']]);
       assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
+      const flaggedRows = await rows(client, 'SELECT toString(bucket) AS bucket, late_writes FROM {db:Identifier}.lifecycle_flags FINAL', database);
+      assert.deepEqual(flaggedRows.map((r) => [r.bucket, r.late_writes]), [['2026-12-02 10:00:00', 1]]);
       await writer.write(encodeRows([...late, ...early]));
     }
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
