@@ -84,13 +84,23 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   const done = await client.query({ query: `SELECT DISTINCT version FROM ${options.database}.schema_migrations`, format: 'JSONEachRow' });
   const applied = new Set(((await done.json()) as { version: number }[]).map((r) => Number(r.version)));
   const newly: string[] = [];
-  for (const m of migrations) {
-    if (applied.has(m.version)) continue;
-    for (const [i, statement] of m.statements.entries()) await run(statement, `migration ${m.name}, statement ${i + 1}`);
+  const record = async (m: Migration) => {
     await client.insert({ table: `${options.database}.schema_migrations`, values: [{ version: m.version, name: m.name }], format: 'JSONEachRow' });
     log?.info({ migration: m.name }, 'applied migration');
     newly.push(m.name);
-    if (m.version === RECORDS_MIGRATION) await backfillRecords(client, options.database, log);
+  };
+  // A migration that needs the records computed again is recorded only once they are: interrupted, it is applied
+  // (and the records computed) again. Several such migrations in one run compute them once, after the last.
+  const awaitingRecords: Migration[] = [];
+  for (const m of migrations) {
+    if (applied.has(m.version)) continue;
+    for (const [i, statement] of m.statements.entries()) await run(statement, `migration ${m.name}, statement ${i + 1}`);
+    if (RECOMPUTE_RECORDS_AFTER.has(m.version)) awaitingRecords.push(m);
+    else await record(m);
+  }
+  if (awaitingRecords.length > 0) {
+    await backfillRecords(client, options.database, log);
+    for (const m of awaitingRecords) await record(m);
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
@@ -110,8 +120,11 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   return { applied: newly };
 }
 
-/** The migration that added stored lifecycle records: lifecycles stored before it get their records then. */
-const RECORDS_MIGRATION = 3;
+/**
+ * Migrations after which every stored record is computed again from the lifecycle states: 0003 added the records
+ * (lifecycles stored before it get theirs then), 0005 changed their buckets (and emptied both record tables).
+ */
+const RECOMPUTE_RECORDS_AFTER = new Set([3, 5]);
 
 async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
   const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });

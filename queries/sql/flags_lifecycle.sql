@@ -43,7 +43,7 @@ WITH
                     stale_acks_accepted, admission_outcome, chunks_launched, handoff_at, checksum_outcome, true AS open_hold
                 FROM {db:Identifier}.lifecycle_records FINAL
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
-                  AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})
+                  AND bucket >= toStartOfFiveMinutes({from:DateTime64(9, 'UTC')} - toIntervalHour({open_lookback_hours:UInt32}))
                   AND last_seen < {from:DateTime64(9, 'UTC')}
                   AND resolution = 'open' AND dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) > hold_timeout_ms + {open_hold_grace_ms:UInt32}
                   AND ({cluster:String} = '' OR cluster = {cluster:String})

@@ -55,7 +55,7 @@ FROM
                         least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
                     FROM {db:Identifier}.lifecycle_records FINAL
                     WHERE bucket <= {to:DateTime64(9, 'UTC')}
-                      AND bucket >= toStartOfHour({from:DateTime64(9, 'UTC')}) - toIntervalHour({open_lookback_hours:UInt32})
+                      AND bucket >= toStartOfFiveMinutes({from:DateTime64(9, 'UTC')} - toIntervalHour({open_lookback_hours:UInt32}))
                       AND last_seen < {from:DateTime64(9, 'UTC')}
                       AND resolution = 'open'
                       AND hold_start IS NOT NULL

@@ -93,6 +93,22 @@ describe('stored lifecycle records', () => {
     assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0004_lifecycle_flags']);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
+    // A database from before migration 0005: records in hour buckets, as 0003 stored them. Migrating moves every
+    // record to the five minutes of its first span, with no row left in an hour bucket.
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 5 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    await client.command({
+      query:
+        'INSERT INTO {db:Identifier}.lifecycle_records SELECT * REPLACE (toStartOfHour(first_seen) AS bucket) ' +
+        'FROM (SELECT * FROM {db:Identifier}.lifecycle_records FINAL WHERE toStartOfHour(first_seen) != bucket)',
+      query_params: { db: database },
+    });
+    assert.notDeepEqual(await storedRecords(client, database), view, 'the hour-bucketed copies are live rows beside the others');
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0005_five_minute_buckets']);
+    assert.deepEqual(await storedRecords(client, database), view);
+    assert.deepEqual(await storedFlagged(client, database), flaggedView);
+    const misplaced = await rows(client, 'SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE bucket != toStartOfFiveMinutes(first_seen)', database);
+    assert.equal(Number(misplaced[0]?.n), 0);
+
     // The window queries that read the stored records agree with the ground truth.
     const window = { from: new Date(run.startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() };
     const holds = run.truth.filter((t) => t.hold_start_ms !== null);
@@ -118,7 +134,7 @@ describe('stored lifecycle records', () => {
     assert.equal(open.reduce((n, r) => n + Number(r.open), 0), holds.filter((t) => t.resolution === 'open').length);
   });
 
-  it('move to an earlier hour when an earlier span arrives late, leaving one live row, and replays change nothing', async () => {
+  it('move to an earlier bucket when an earlier span arrives late, leaving one live row, and replays change nothing', async () => {
     const database = randomDatabase('records');
     await migrate(client, { database, retentionDays: 30 });
     const writer = createWriter(client, { database, maxBatchRows: 1000, lingerMs: 1 }, createPipelineMetrics(), quietLog);
@@ -144,10 +160,10 @@ describe('stored lifecycle records', () => {
     await writer.write(encodeRows(early));
     for (let replay = 0; replay < 2; replay++) {
       stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
-      assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 10:00:00', 'drained', '2026-12-02 10:59:30.000000000']]);
+      assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 10:55:00', 'drained', '2026-12-02 10:59:30.000000000']]);
       assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
       const flaggedRows = await rows(client, 'SELECT toString(bucket) AS bucket, late_writes FROM {db:Identifier}.lifecycle_flags FINAL', database);
-      assert.deepEqual(flaggedRows.map((r) => [r.bucket, r.late_writes]), [['2026-12-02 10:00:00', 1]]);
+      assert.deepEqual(flaggedRows.map((r) => [r.bucket, r.late_writes]), [['2026-12-02 10:55:00', 1]]);
       await writer.write(encodeRows([...late, ...early]));
     }
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
