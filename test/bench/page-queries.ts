@@ -47,11 +47,13 @@ export async function buildQueryDataset(options: {
   }
   // SQL copies bypass the pipeline, which computes stored records after each INSERT: compute them here at once.
   await rebuildLifecycleRecords(client, database, { parts: Math.max(1, Math.ceil(options.lifecycles / 500_000)) });
-  // The pipeline writes records in time order, so a live table's merged parts each hold a stretch of hours and
-  // the window queries' FINAL merges little. A rebuild in request-id slices leaves every part spanning every hour,
-  // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge it, as a live table's
-  // background merges have by then.
-  await client.command({ query: `OPTIMIZE TABLE ${database}.lifecycle_records FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
+  // The pipeline writes records in time order, so a live table's merged parts each hold a stretch of time and
+  // the window queries' FINAL merges little. A rebuild in request-id slices leaves every part spanning every bucket,
+  // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge both record tables, as a
+  // live table's background merges have by then.
+  for (const table of ['lifecycle_records', 'lifecycle_flags']) {
+    await client.command({ query: `OPTIMIZE TABLE ${database}.${table} FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
+  }
   const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);
   const spans = await scalar(client, `SELECT count() AS n FROM ${database}.spans`);
   return { lifecycles, spans, hours: (copies * slotMs) / 3_600_000, seconds: (performance.now() - started) / 1000 };
