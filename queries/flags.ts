@@ -239,7 +239,12 @@ export async function computeFlags(
     distributionFlags(client, database, window, thresholds),
   ]);
   const victimsOf = new Map<string, VictimRow[]>();
-  for (const v of victims) victimsOf.set(lifecycleKey(v), [...(victimsOf.get(lifecycleKey(v)) ?? []), v]);
+  for (const v of victims) {
+    const key = lifecycleKey(v);
+    const list = victimsOf.get(key);
+    if (list) list.push(v);
+    else victimsOf.set(key, [v]);
+  }
   const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];
   // Lifecycle kinds count every flag of the range (kind_total); distribution flags are all listed.
   const kindTotal = new Map(rows.map((row) => [JSON.stringify([row.cluster, row.kind]), Number(row.kind_total)]));
