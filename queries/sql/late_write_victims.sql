@@ -13,12 +13,12 @@
 -- read from the stored records of that stretch alone.
 WITH
     -- The late-writing lifecycles, computed once (a named subquery would run again at each use):
-    -- (cluster, request id, generation, released at).
+    -- (cluster, request id, generation, released at, first seen, last seen).
     (
-        SELECT groupArray((cluster, request_id, generation, released_at))
+        SELECT groupArray((cluster, request_id, generation, released_at, first_seen, last_seen))
         FROM
         (
-            SELECT cluster, request_id, generation, assumeNotNull(release_at) AS released_at
+            SELECT cluster, request_id, generation, assumeNotNull(release_at) AS released_at, first_seen, last_seen
             FROM {db:Identifier}.lifecycle_flags FINAL
             WHERE bucket <= {to:DateTime64(9, 'UTC')}
               AND last_seen >= {from:DateTime64(9, 'UTC')}
@@ -31,6 +31,10 @@ WITH
         ) AS latest
     ) AS writer_list,
     writers AS (SELECT w.1 AS cluster, w.2 AS request_id, w.3 AS generation, w.4 AS released_at FROM (SELECT arrayJoin(writer_list) AS w)),
+    -- Every span of a lifecycle starts within its first and last seen: the writers' spans lie in this stretch, which
+    -- prunes the spans' partitions and (written in time order) parts by start_time before the key lookup.
+    arrayMin(arrayMap(w -> w.5, writer_list)) AS writers_from,
+    arrayMax(arrayMap(w -> w.6, writer_list)) AS writers_to,
     -- Every page written late, likewise: (cluster, request id, generation, rank, chunk, landed at, decode engine, page,
     -- writer released at, span id). A replayed span is an identical row: distinct tuples drop it without FINAL, which
     -- would merge every part's rows of these keys by the whole sorting key (2-3x the cost).
@@ -40,6 +44,7 @@ WITH
         ARRAY JOIN s.pages AS page
         INNER JOIN writers AS l ON s.cluster = l.cluster AND s.request_id = l.request_id AND s.generation = l.generation
         WHERE (s.cluster, s.request_id, s.generation) IN (SELECT cluster, request_id, generation FROM writers)
+          AND s.start_time >= writers_from AND s.start_time <= writers_to
           AND s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND s.end_time > l.released_at
     ) AS late_pages,
     arrayMin(arrayMap(x -> x.9, late_pages)) AS earliest_release,
