@@ -24,5 +24,10 @@ export function parseConfig<S extends z.ZodType>(schema: S, raw: Record<string, 
 
 /** A positive number given as text (flags and environment variables arrive as strings). */
 export const positiveNumber = (what = 'a number > 0') => z.coerce.number({ error: `expected ${what}` }).refine((n) => Number.isFinite(n) && n > 0, `expected ${what}`);
-export const nonNegativeInt = (what = 'an integer >= 0') => z.coerce.number({ error: `expected ${what}` }).int(`expected ${what}`).min(0, `expected ${what}`);
+/** An integer at or above `min`, given as text; a value below it is named with the minimum in the error. */
+export const intAtLeast = (min: number) => {
+  const expected = `expected an integer >= ${min}`;
+  return z.coerce.number({ error: expected }).int(expected).min(min, expected);
+};
+export const nonNegativeInt = () => intAtLeast(0);
 export const port = () => z.coerce.number({ error: 'expected a port number 0-65535' }).int('expected a port number 0-65535').min(0, 'expected a port number 0-65535').max(65535, 'expected a port number 0-65535');

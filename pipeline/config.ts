@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { nonNegativeInt, parseConfig, positiveNumber } from '../common/config.ts';
+import { intAtLeast, nonNegativeInt, parseConfig, positiveNumber } from '../common/config.ts';
 
 /** The pipeline's rebalance timeout unless configured (see `rebalanceTimeoutMs`). */
 export const DEFAULT_REBALANCE_TIMEOUT_MS = 20_000;
@@ -39,14 +39,14 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
     .transform((s) => s.split(',').map((t) => t.trim()).filter((t) => t.length > 0)),
   groupId: z.string().min(1).default('holdscope-pipeline'),
   /** Rows per INSERT. */
-  maxBatchRows: nonNegativeInt('an integer >= 1').min(1, 'expected an integer >= 1').default(50_000),
+  maxBatchRows: intAtLeast(1).default(50_000),
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: nonNegativeInt().default(200),
   /**
    * Partitions processed concurrently by one instance (their rows share INSERTs): 8, so that on a broker that
    * returns small batches an INSERT still carries several partitions' rows.
    */
-  partitionsConsumedConcurrently: nonNegativeInt('an integer >= 1').min(1, 'expected an integer >= 1').default(8),
+  partitionsConsumedConcurrently: intAtLeast(1).default(8),
   /**
    * Bytes of encoded span rows (TabSeparated text) the consumer hands to the writer ahead of ClickHouse's
    * acknowledgement; past it, batches wait before they are decoded (backpressure: nothing is dropped). 24 MiB: on the
@@ -54,9 +54,9 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * 48 MiB drained 31,000, 34,000, 36,000 and 38,000 spans/s with peak RSS (192 MiB heap) of 360–376, 378–390,
    * 389–404 and 402–404 MiB: 24 keeps the process under 400 MiB.
    */
-  maxInFlightBytes: nonNegativeInt('an integer >= 1024').min(1024, 'expected an integer >= 1024').default(DEFAULT_MAX_IN_FLIGHT_BYTES),
+  maxInFlightBytes: intAtLeast(1024).default(DEFAULT_MAX_IN_FLIGHT_BYTES),
   /** Bytes fetched per partition per request (bounds memory with the concurrency): 2 MiB. */
-  maxBytesPerPartition: nonNegativeInt('an integer >= 1024').min(1024, 'expected an integer >= 1024').default(2 * 1024 * 1024),
+  maxBytesPerPartition: intAtLeast(1024).default(2 * 1024 * 1024),
   sessionTimeoutMs: positiveNumber().default(30_000),
   heartbeatIntervalMs: positiveNumber().default(3_000),
   /**

@@ -104,27 +104,21 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
-  await run(`ALTER TABLE ${options.database}.spans${local} ${onCluster} MODIFY TTL toDateTime(start_time) + INTERVAL ${options.retentionDays} DAY`, 'setting span retention');
-  await run(
-    `ALTER TABLE ${options.database}.lifecycle_states${local} ${onCluster} MODIFY TTL toDateTime(first_seen) + INTERVAL ${options.retentionDays} DAY`,
-    'setting lifecycle retention',
-  );
-  await run(
-    `ALTER TABLE ${options.database}.lifecycle_records${local} ${onCluster} MODIFY TTL toDateTime(bucket) + INTERVAL ${options.retentionDays} DAY`,
-    'setting lifecycle record retention',
-  );
-  await run(
-    `ALTER TABLE ${options.database}.lifecycle_flags${local} ${onCluster} MODIFY TTL toDateTime(bucket) + INTERVAL ${options.retentionDays} DAY`,
-    'setting lifecycle flag retention',
-  );
+  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket']]) {
+    await run(
+      `ALTER TABLE ${options.database}.${table}${local} ${onCluster} MODIFY TTL toDateTime(${column}) + INTERVAL ${options.retentionDays} DAY`,
+      `setting the retention of ${table}`,
+    );
+  }
   return { applied: newly };
 }
 
 /**
  * Migrations after which every stored record is computed again from the lifecycle states: 0003 added the records
- * (lifecycles stored before it get theirs then), 0005 changed their buckets (and emptied both record tables).
+ * (lifecycles stored before it get theirs then), 0004 the flagged records (filled by its materialized view as the
+ * records are written), 0005 changed their buckets (and emptied both record tables).
  */
-const RECOMPUTE_RECORDS_AFTER = new Set([3, 5]);
+const RECOMPUTE_RECORDS_AFTER = new Set([3, 4, 5]);
 
 async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
   const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });

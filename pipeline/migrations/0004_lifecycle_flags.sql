@@ -3,7 +3,8 @@
 -- (at 875 k lifecycles an hour the flags read 1.5 M record rows under FINAL; the flagged ones are about 8 %).
 --
 -- Filled by a materialized view on every INSERT into lifecycle_records (the pipeline's refreshes and rebuilds),
--- with the same rows, versions and deletions, so FINAL keeps each flagged lifecycle's newest flagged record.
+-- with the same rows, versions and deletions, so FINAL keeps each flagged lifecycle's newest flagged record. Records
+-- stored before this migration get theirs when pipeline/migrate.ts computes every record again after it.
 --
 -- The kinds stored are those a lifecycle cannot lose as more of its spans arrive: spans only add transfers, acks,
 -- drains and checksums, and a generation's release and admission are its earliest. Only a second release or
@@ -32,19 +33,6 @@ ENGINE = Distributed({{cluster_name}}, {{db}}, lifecycle_flags{{local}}, cityHas
 CREATE MATERIALIZED VIEW IF NOT EXISTS {{db}}.lifecycle_flags_mv{{local}} {{on_cluster}} TO {{db}}.lifecycle_flags{{local}} AS
 SELECT *
 FROM {{db}}.lifecycle_records{{local}}
-WHERE is_deleted = 1
-   OR late_writes > 0
-   OR unsafe_release
-   OR acks_after_failed_send > 0
-   OR stale_acks_accepted > 0
-   OR (admission_outcome = 'rejected' AND (chunks_launched > 0 OR handoff_at IS NOT NULL))
-   OR checksum_outcome = 'mismatch';
-
--- Records stored before this migration. Run again (an interrupted migration), it stores the same versions, which
--- FINAL keeps once.
-INSERT INTO {{db}}.lifecycle_flags
-SELECT *
-FROM {{db}}.lifecycle_records
 WHERE is_deleted = 1
    OR late_writes > 0
    OR unsafe_release

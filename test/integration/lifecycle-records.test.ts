@@ -86,7 +86,8 @@ describe('stored lifecycle records', () => {
     assert.deepEqual(await storedRecords(client, database), view);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
-    // A database from before migration 0004: records, no flagged table. Migrating fills it from the records.
+    // A database from before migration 0004: records, no flagged table. Migrating computes the records again, and
+    // the materialized view fills it.
     await client.command({ query: 'DROP VIEW {db:Identifier}.lifecycle_flags_mv', query_params: { db: database } });
     await client.command({ query: 'DROP TABLE {db:Identifier}.lifecycle_flags', query_params: { db: database } });
     await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 4 SETTINGS mutations_sync = 1', query_params: { db: database } });
