@@ -104,7 +104,7 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
-  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket']]) {
+  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket']]) {
     await run(
       `ALTER TABLE ${options.database}.${table}${local} ${onCluster} MODIFY TTL toDateTime(${column}) + INTERVAL ${options.retentionDays} DAY`,
       `setting the retention of ${table}`,
@@ -116,9 +116,9 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
 /**
  * Migrations after which every stored record is computed again from the lifecycle states: 0003 added the records
  * (lifecycles stored before it get theirs then), 0004 the flagged records (filled by its materialized view as the
- * records are written), 0005 changed their buckets (and emptied both record tables).
+ * records are written), 0005 changed their buckets (and emptied both record tables), 0006 the held records (as 0004).
  */
-const RECOMPUTE_RECORDS_AFTER = new Set([3, 4, 5]);
+const RECOMPUTE_RECORDS_AFTER = new Set([3, 4, 5, 6]);
 
 async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
   const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });

@@ -12,7 +12,7 @@
 -- stays here, sticky, while the record page shows the current record. open_hold depends on the clock, not on the
 -- spans, and is read from lifecycle_records (its set index on resolution).
 --
--- Deletions (is_deleted = 1: the record moved to an earlier hour) always pass, flagged or not, so a flagged row
+-- Deletions (is_deleted = 1: the record moved to an earlier bucket) always pass, flagged or not, so a flagged row
 -- never outlives its record's move.
 
 CREATE TABLE IF NOT EXISTS {{db}}.lifecycle_flags{{local}} {{on_cluster}}

@@ -1,5 +1,5 @@
 -- name: flags_lifecycle
--- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the flagged records (migration 0004) and, for open holds, the stored records (migration 0003): the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
+-- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the flagged records (migration 0004) and, for open holds, the held records (migration 0006): the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
 -- param from DateTime64(9, 'UTC'): start of the range (lifecycles whose spans end at or after it)
 -- param to DateTime64(9, 'UTC'): end of the range (lifecycles whose spans start at or before it)
 -- param cluster String = '': one cluster, or all when empty
@@ -26,11 +26,11 @@ WITH
                   AND last_seen >= {from:DateTime64(9, 'UTC')}
                   AND ({cluster:String} = '' OR cluster = {cluster:String})
                 UNION ALL
-                -- Holds open past their timeout and the grace, from the records (it depends on the clock): two
+                -- Holds open past their timeout and the grace, from the held records (it depends on the clock): two
                 -- disjoint reads rather than one OR, so each prunes by its own bounds. Those active in the range
                 -- (the min-max index on last_seen), whose other kinds the first read has...
                 SELECT cluster, request_id, generation, last_seen, bucket, 0, false, 0, 0, '', 0, NULL, '', true AS open_hold
-                FROM {db:Identifier}.lifecycle_records FINAL
+                FROM {db:Identifier}.lifecycle_holds FINAL
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
                   AND first_seen <= {to:DateTime64(9, 'UTC')}
                   AND last_seen >= {from:DateTime64(9, 'UTC')}
@@ -41,7 +41,7 @@ WITH
                 -- resolution): a stuck hold sends no spans, and is live now, so all of its kinds are listed.
                 SELECT cluster, request_id, generation, last_seen, bucket, late_writes, unsafe_release, acks_after_failed_send,
                     stale_acks_accepted, admission_outcome, chunks_launched, handoff_at, checksum_outcome, true AS open_hold
-                FROM {db:Identifier}.lifecycle_records FINAL
+                FROM {db:Identifier}.lifecycle_holds FINAL
                 WHERE bucket <= {to:DateTime64(9, 'UTC')}
                   AND bucket >= toStartOfFiveMinutes({from:DateTime64(9, 'UTC')} - toIntervalHour({open_lookback_hours:UInt32}))
                   AND last_seen < {from:DateTime64(9, 'UTC')}
@@ -86,9 +86,20 @@ SELECT
     handoff_at,
     checksum_outcome,
     if(hold_start IS NULL, 0, dateDiff('millisecond', assumeNotNull(hold_start), now64(9))) AS open_ms
--- Then the whole records of the lifecycles listed, and one row per flag of each.
-FROM {db:Identifier}.lifecycle_records FINAL
-ARRAY JOIN arrayFilter(f -> f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed) AS flag
-WHERE notEmpty(listed)
-  AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed) AS f))
+-- Then the whole records of the lifecycles listed, and one row per flag of each: an open hold's from the held
+-- records, any other kind's from the flagged ones. Both keep every version of such a lifecycle from its first hold
+-- span or flag on, so each holds its newest record, and each is a small part of every record of the window.
+FROM
+(
+    SELECT *, arrayFilter(f -> f.1 != 'open_hold' AND f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed) AS flags_of
+    FROM {db:Identifier}.lifecycle_flags FINAL
+    WHERE notEmpty(listed)
+      AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed) AS f) WHERE f.1 != 'open_hold')
+    UNION ALL
+    SELECT *, arrayFilter(f -> f.1 = 'open_hold' AND f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed) AS flags_of
+    FROM {db:Identifier}.lifecycle_holds FINAL
+    WHERE notEmpty(listed)
+      AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed) AS f) WHERE f.1 = 'open_hold')
+) AS listed_records
+ARRAY JOIN flags_of AS flag
 ORDER BY kind, cluster, last_seen DESC, request_id, generation

@@ -11,24 +11,28 @@ SELECT
     scope.3 AS backend,
     scope.4 AS prefill_version,
     scope.5 AS decode_version,
-    count() AS holds,
-    countIf(resolution = 'drained') AS drained,
-    countIf(resolution = 'timeout') AS timeouts,
-    countIf(resolution = 'open') AS open
+    sum(n) AS holds,
+    sumIf(n, resolution = 'drained') AS drained,
+    sumIf(n, resolution = 'timeout') AS timeouts,
+    sumIf(n, resolution = 'open') AS open
 FROM
 (
     SELECT
         cluster, resolution, decode_engine AS h_decode_engine, backend AS h_backend, decode_version AS h_decode_version,
         -- Each hold counts once per distinct prefill version it had (a hold whose prefill engine never reported, with
         -- no transfer or drain span, has no version pair to judge).
-        arrayFilter(v -> v != '', arrayDistinct(arrayMap(p -> p.2, prefill_engines))) AS prefill_versions
-    FROM {db:Identifier}.lifecycle_records FINAL
+        arrayFilter(v -> v != '', arrayDistinct(arrayMap(p -> p.2, prefill_engines))) AS prefill_versions,
+        -- Holds alike in every dimension are counted first: a few hundred groups, rather than every hold, then
+        -- spread over the scopes (half the time at 90 k holds).
+        count() AS n
+    FROM {db:Identifier}.lifecycle_holds FINAL
     -- A hold in the range means a lifecycle active in it: the first two conditions let ClickHouse skip the rest.
     WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
       AND hold_start IS NOT NULL
       AND hold_start >= {from:DateTime64(9, 'UTC')}
       AND hold_start <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
+    GROUP BY cluster, resolution, h_decode_engine, h_backend, h_decode_version, prefill_versions
 ) AS h
 ARRAY JOIN arrayConcat(
     [('decode_engine', h_decode_engine, '', '', ''), ('backend', '', h_backend, '', '')],

@@ -42,7 +42,7 @@ FROM
                     SELECT cluster, decode_engine, capacity_slots, toInt64(held_slots) AS slots,
                         toInt64(toUnixTimestamp(assumeNotNull(hold_start))) AS start_second,
                         least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
-                    FROM {db:Identifier}.lifecycle_records FINAL
+                    FROM {db:Identifier}.lifecycle_holds FINAL
                     WHERE bucket <= {to:DateTime64(9, 'UTC')}
                       AND last_seen >= {from:DateTime64(9, 'UTC')}
                       AND hold_start IS NOT NULL
@@ -53,7 +53,7 @@ FROM
                     SELECT cluster, decode_engine, capacity_slots, toInt64(held_slots) AS slots,
                         toInt64(toUnixTimestamp(assumeNotNull(hold_start))) AS start_second,
                         least(start_second + 86400, toInt64(toUnixTimestamp(coalesce(release_at, now64(9))))) AS end_second
-                    FROM {db:Identifier}.lifecycle_records FINAL
+                    FROM {db:Identifier}.lifecycle_holds FINAL
                     WHERE bucket <= {to:DateTime64(9, 'UTC')}
                       AND bucket >= toStartOfFiveMinutes({from:DateTime64(9, 'UTC')} - toIntervalHour({open_lookback_hours:UInt32}))
                       AND last_seen < {from:DateTime64(9, 'UTC')}
@@ -70,7 +70,7 @@ FROM
     ) AS stretches
     UNION ALL
     SELECT cluster, decode_engine, toStartOfInterval(assumeNotNull(hold_start), INTERVAL 10 SECOND) AS window_start, count() AS aborts, 0 AS pinned, max(capacity_slots) AS capacity
-    FROM {db:Identifier}.lifecycle_records FINAL
+    FROM {db:Identifier}.lifecycle_holds FINAL
     WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
       AND hold_start IS NOT NULL
       AND hold_start >= {from:DateTime64(9, 'UTC')}

@@ -9,7 +9,7 @@ SELECT
     cluster, request_id, generation, decode_engine, hold_start,
     coalesce(hold_ms, toFloat64(dateDiff('millisecond', assumeNotNull(hold_start), now64(9)))) AS held_ms,
     resolution, hold_timeout_ms, expected_ranks, acked_ranks, missing_ranks, held_slots
-FROM {db:Identifier}.lifecycle_records FINAL
+FROM {db:Identifier}.lifecycle_holds FINAL
 -- A hold in the range means a lifecycle active in it: the first two conditions let ClickHouse skip the rest.
 WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
   AND hold_start IS NOT NULL

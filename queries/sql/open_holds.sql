@@ -15,7 +15,7 @@ SELECT
 FROM
 (
     SELECT cluster, decode_engine, hold_timeout_ms, held_slots, dateDiff('millisecond', assumeNotNull(hold_start), now64(9)) AS open_ms
-    FROM {db:Identifier}.lifecycle_records FINAL
+    FROM {db:Identifier}.lifecycle_holds FINAL
     WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
       AND resolution = 'open'
       AND hold_start IS NOT NULL

@@ -14,7 +14,7 @@ SELECT
     countIf(resolution = 'timeout') AS timeouts,
     countIf(resolution = 'open') AS open,
     if(drained + timeouts = 0, 0, timeouts / (drained + timeouts)) AS timeout_share
-FROM {db:Identifier}.lifecycle_records FINAL
+FROM {db:Identifier}.lifecycle_holds FINAL
 -- A hold in the range means a lifecycle active in it: the first two conditions let ClickHouse skip the rest.
 WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
   AND hold_start IS NOT NULL

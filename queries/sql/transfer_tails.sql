@@ -18,7 +18,7 @@ SELECT
 FROM
 (
     SELECT cluster, backend, hold_timeout_ms, assumeNotNull(transfer_tail_ms) AS tail, arrayJoin(prefill_engines) AS p
-    FROM {db:Identifier}.lifecycle_records FINAL
+    FROM {db:Identifier}.lifecycle_holds FINAL
     WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
       AND transfer_tail_ms IS NOT NULL
       AND hold_start >= {from:DateTime64(9, 'UTC')}

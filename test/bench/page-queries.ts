@@ -49,9 +49,9 @@ export async function buildQueryDataset(options: {
   await rebuildLifecycleRecords(client, database, { parts: Math.max(1, Math.ceil(options.lifecycles / 500_000)) });
   // The pipeline writes records in time order, so a live table's merged parts each hold a stretch of time and
   // the window queries' FINAL merges little. A rebuild in request-id slices leaves every part spanning every bucket,
-  // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge both record tables, as a
+  // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge the record tables, as a
   // live table's background merges have by then.
-  for (const table of ['lifecycle_records', 'lifecycle_flags']) {
+  for (const table of ['lifecycle_records', 'lifecycle_flags', 'lifecycle_holds']) {
     await client.command({ query: `OPTIMIZE TABLE ${database}.${table} FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
   }
   const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);

@@ -1,9 +1,9 @@
 /**
  * The stored lifecycle records (migration 0003) that the window queries read must equal the `lifecycles` view they
- * are computed from: after a whole scenario, after spans arrive out of order across an hour boundary (the record
- * moves to an earlier hour and its old row is deleted), after replays, and after a backfill of a database whose
+ * are computed from: after a whole scenario, after spans arrive out of order across a bucket boundary (the record
+ * moves to an earlier bucket and its old row is deleted), after replays, and after a backfill of a database whose
  * records were never computed (an upgrade). The flagged records (migration 0004) must equal the records that carry a
- * flag, likewise.
+ * flag, and the held records (migration 0006) those that have a hold, likewise.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -29,6 +29,17 @@ const storedRecords = (client: ClickHouseClient, database: string) =>
   rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_records FINAL ORDER BY cluster, request_id, generation', database);
 const storedFlagged = (client: ClickHouseClient, database: string) =>
   rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_flags FINAL ORDER BY cluster, request_id, generation', database);
+const storedHeld = (client: ClickHouseClient, database: string) =>
+  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_holds FINAL ORDER BY cluster, request_id, generation', database);
+
+/** Takes migration 0006's table and view away, as in a database from before it. */
+async function dropHeldRecords(client: ClickHouseClient, database: string): Promise<void> {
+  await client.command({ query: 'DROP VIEW {db:Identifier}.lifecycle_holds_mv', query_params: { db: database } });
+  await client.command({ query: 'DROP TABLE {db:Identifier}.lifecycle_holds', query_params: { db: database } });
+}
+
+/** The records of lifecycles with a hold. */
+const held = (records: Row[]) => records.filter((r) => r.hold_start !== null);
 
 /** The records that carry a flag a lifecycle keeps once raised (all but open_hold), as flags.ts names them. */
 const flagged = (records: Row[]) =>
@@ -76,6 +87,9 @@ describe('stored lifecycle records', () => {
     const flaggedView = flagged(view);
     assert.ok(flaggedView.length > 20 && flaggedView.length < view.length / 2, `${flaggedView.length} of ${view.length} lifecycles flagged`);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
+    const heldView = held(view);
+    assert.ok(heldView.length > 20 && heldView.length < view.length, `${heldView.length} of ${view.length} lifecycles held`);
+    assert.deepEqual(await storedHeld(client, database), heldView);
 
     // A database from before migration 0003: lifecycle states, no records. Migrating backfills them.
     await client.command({ query: 'TRUNCATE TABLE {db:Identifier}.lifecycle_records', query_params: { db: database } });
@@ -85,6 +99,7 @@ describe('stored lifecycle records', () => {
     assert.deepEqual(applied, ['0003_lifecycle_records']);
     assert.deepEqual(await storedRecords(client, database), view);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
+    assert.deepEqual(await storedHeld(client, database), heldView);
 
     // A database from before migration 0004: records, no flagged table. Migrating computes the records again, and
     // the materialized view fills it.
@@ -94,9 +109,10 @@ describe('stored lifecycle records', () => {
     assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0004_lifecycle_flags']);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
-    // A database from before migration 0005: records in hour buckets, as 0003 stored them. Migrating moves every
-    // record to the five minutes of its first span, with no row left in an hour bucket.
-    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 5 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    // A database from before migration 0005 (so before 0006 too): records in hour buckets, as 0003 stored them.
+    // Migrating moves every record to the five minutes of its first span, with no row left in an hour bucket.
+    await dropHeldRecords(client, database);
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version IN (5, 6) SETTINGS mutations_sync = 1', query_params: { db: database } });
     await client.command({
       query:
         'INSERT INTO {db:Identifier}.lifecycle_records SELECT * REPLACE (toStartOfHour(first_seen) AS bucket) ' +
@@ -104,11 +120,19 @@ describe('stored lifecycle records', () => {
       query_params: { db: database },
     });
     assert.notDeepEqual(await storedRecords(client, database), view, 'the hour-bucketed copies are live rows beside the others');
-    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0005_five_minute_buckets']);
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0005_five_minute_buckets', '0006_lifecycle_holds']);
     assert.deepEqual(await storedRecords(client, database), view);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
+    assert.deepEqual(await storedHeld(client, database), heldView);
     const misplaced = await rows(client, 'SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE bucket != toStartOfFiveMinutes(first_seen)', database);
     assert.equal(Number(misplaced[0]?.n), 0);
+
+    // A database from before migration 0006: records, no held table. Migrating computes the records again, and the
+    // materialized view fills it.
+    await dropHeldRecords(client, database);
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 6 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0006_lifecycle_holds']);
+    assert.deepEqual(await storedHeld(client, database), heldView);
 
     // The window queries that read the stored records agree with the ground truth.
     const window = { from: new Date(run.startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() };
@@ -157,6 +181,7 @@ describe('stored lifecycle records', () => {
     let stored = await rows(client, 'SELECT toString(bucket) AS bucket, resolution, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_records FINAL', database);
     assert.deepEqual(stored.map((r) => [r.bucket, r.resolution, r.allocated_at]), [['2026-12-02 11:00:00', 'drained', null]]);
     assert.deepEqual(await storedFlagged(client, database), await storedRecords(client, database));
+    assert.deepEqual(await storedHeld(client, database), await storedRecords(client, database));
 
     await writer.write(encodeRows(early));
     for (let replay = 0; replay < 2; replay++) {
@@ -165,6 +190,8 @@ describe('stored lifecycle records', () => {
       assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
       const flaggedRows = await rows(client, 'SELECT toString(bucket) AS bucket, late_writes FROM {db:Identifier}.lifecycle_flags FINAL', database);
       assert.deepEqual(flaggedRows.map((r) => [r.bucket, r.late_writes]), [['2026-12-02 10:55:00', 1]]);
+      const heldRows = await rows(client, 'SELECT toString(bucket) AS bucket, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_holds FINAL', database);
+      assert.deepEqual(heldRows.map((r) => [r.bucket, r.allocated_at]), [['2026-12-02 10:55:00', '2026-12-02 10:59:30.000000000']]);
       await writer.write(encodeRows([...late, ...early]));
     }
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
