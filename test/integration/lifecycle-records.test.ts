@@ -78,9 +78,19 @@ describe('stored lifecycle records', () => {
 
   it('equal the view, lifecycle by lifecycle, after a mixed scenario, and again after a backfill of an upgraded database', async () => {
     const database = randomDatabase('records');
-    const run = await loadScenario(client, database, 'mixed', 5, (c) => {
-      c.requests = 600;
-    });
+    // Twenty minutes into an hour, one or two hours ago: the lifecycles' hour and five minutes differ, which the
+    // upgrade from hour buckets below needs (a scenario in the first five minutes of an hour would give it none).
+    const startTimeMs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000 + 20 * 60_000;
+    const run = await loadScenario(
+      client,
+      database,
+      'mixed',
+      5,
+      (c) => {
+        c.requests = 600;
+      },
+      startTimeMs,
+    );
     const view = await viewRecords(client, database);
     assert.ok(view.length > 600, `${view.length} lifecycles`);
     assert.deepEqual(await storedRecords(client, database), view);
