@@ -60,6 +60,7 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
   let database: string;
   let started = 0;
   let noAckStart = 0;
+  let noAckLastAbort = 0;
   before(async () => {
     started = Date.now();
     client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
@@ -73,6 +74,8 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
       c.aborts.probability = 0.3;
     }, Date.now() - 240_000);
     noAckStart = noAck.startTimeMs;
+    // The truth's times are milliseconds of simulated time from the run's start.
+    noAckLastAbort = noAckStart + Math.max(...noAck.truth.map((t) => t.hold_start_ms ?? 0));
     await loadScenario(client, database, 'late-write-bug', 5, (c) => {
       c.requests = 300;
     }, Date.now() - 180_000);
@@ -144,13 +147,17 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
 
   it('a window in which the scenarios ran sees the abort load in its latest 10 s window, and a window without data drops every series', async () => {
     const registry = new Registry();
-    let clock = noAckStart + 21_000; // inside the no-ack-backend run, its 30 s holds still open
+    // Half a second into the second 10 s window after the no-ack-backend run's last abort: the latest complete
+    // window is the first that starts after every abort (wherever the run fell against the 10 s grid), while the
+    // run's 30 s holds still pin slots.
+    let clock = (Math.ceil((noAckLastAbort + 1) / 10_000) + 1) * 10_000 + 500;
+    assert.ok(clock - noAckStart < 30_000, `the latest window ends ${clock - noAckStart} ms into the run`);
     const metrics = createLifecycleMetrics({ client, database, log: quietLog, registry, now: () => clock });
     await metrics.refresh();
     let samples = parseExposition(await registry.metrics());
     const aborts = pick(samples, 'holdscope_kv_window_aborts', { cluster: 'no-ack' });
     assert.equal(aborts.length, 2);
-    // Aborts came in the first 2 s; their 30 s holds still pinned slots in the latest complete window.
+    // No abort in the latest complete window; the run's 30 s holds still pinned slots in it.
     assert.deepEqual(aborts.map((s) => s.value), [0, 0]);
     const pinned = pick(samples, 'holdscope_kv_pinned_fraction', { cluster: 'no-ack' });
     assert.equal(pinned.length, 2);
