@@ -10,7 +10,7 @@
 -- drains and checksums, and a generation's release and admission are its earliest. Only a second release or
 -- admission of one generation, earlier than the first, can clear one (unsafe_release, admission_leak); such a flag
 -- stays here, sticky, while the record page shows the current record. open_hold depends on the clock, not on the
--- spans, and is read from lifecycle_records (its set index on resolution).
+-- spans, and is read from the held records (migration 0006).
 --
 -- Deletions (is_deleted = 1: the record moved to an earlier bucket) always pass, flagged or not, so a flagged row
 -- never outlives its record's move.

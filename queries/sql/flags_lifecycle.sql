@@ -60,7 +60,10 @@ WITH
             ORDER BY kind, cluster, last_seen DESC, request_id, generation
             LIMIT {limit_per_kind:UInt32} BY kind, cluster
         ) AS flagged
-    ) AS listed
+    ) AS listed,
+    -- Open holds are looked up in the held records, every other kind in the flagged ones (below).
+    arrayFilter(f -> f.1 = 'open_hold', listed) AS listed_open,
+    arrayFilter(f -> f.1 != 'open_hold', listed) AS listed_kept
 SELECT
     flag.1 AS kind,
     flag.2 AS kind_total,
@@ -91,15 +94,13 @@ SELECT
 -- span or flag on, so each holds its newest record, and each is a small part of every record of the window.
 FROM
 (
-    SELECT *, arrayFilter(f -> f.1 != 'open_hold' AND f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed) AS flags_of
+    SELECT *, arrayFilter(f -> f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed_kept) AS flags_of
     FROM {db:Identifier}.lifecycle_flags FINAL
-    WHERE notEmpty(listed)
-      AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed) AS f) WHERE f.1 != 'open_hold')
+    WHERE notEmpty(listed_kept) AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed_kept) AS f))
     UNION ALL
-    SELECT *, arrayFilter(f -> f.1 = 'open_hold' AND f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed) AS flags_of
+    SELECT *, arrayFilter(f -> f.3 = cluster AND f.4 = request_id AND f.5 = generation, listed_open) AS flags_of
     FROM {db:Identifier}.lifecycle_holds FINAL
-    WHERE notEmpty(listed)
-      AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed) AS f) WHERE f.1 = 'open_hold')
+    WHERE notEmpty(listed_open) AND (bucket, cluster, request_id, generation) IN (SELECT f.6, f.3, f.4, f.5 FROM (SELECT arrayJoin(listed_open) AS f))
 ) AS listed_records
 ARRAY JOIN flags_of AS flag
 ORDER BY kind, cluster, last_seen DESC, request_id, generation

@@ -25,17 +25,17 @@ async function rows(client: ClickHouseClient, query: string, database: string): 
 
 const viewRecords = (client: ClickHouseClient, database: string) =>
   rows(client, 'SELECT * FROM {db:Identifier}.lifecycles ORDER BY cluster, request_id, generation', database);
-const storedRecords = (client: ClickHouseClient, database: string) =>
-  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_records FINAL ORDER BY cluster, request_id, generation', database);
-const storedFlagged = (client: ClickHouseClient, database: string) =>
-  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_flags FINAL ORDER BY cluster, request_id, generation', database);
-const storedHeld = (client: ClickHouseClient, database: string) =>
-  rows(client, 'SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.lifecycle_holds FINAL ORDER BY cluster, request_id, generation', database);
+/** The newest live row of every lifecycle in one of the record tables, as the view's columns. */
+const stored = (table: string) => (client: ClickHouseClient, database: string) =>
+  rows(client, `SELECT * EXCEPT (bucket, computed_at, is_deleted) FROM {db:Identifier}.${table} FINAL ORDER BY cluster, request_id, generation`, database);
+const storedRecords = stored('lifecycle_records');
+const storedFlagged = stored('lifecycle_flags');
+const storedHeld = stored('lifecycle_holds');
 
-/** Takes migration 0006's table and view away, as in a database from before it. */
-async function dropHeldRecords(client: ClickHouseClient, database: string): Promise<void> {
-  await client.command({ query: 'DROP VIEW {db:Identifier}.lifecycle_holds_mv', query_params: { db: database } });
-  await client.command({ query: 'DROP TABLE {db:Identifier}.lifecycle_holds', query_params: { db: database } });
+/** Takes a copy of the records (migration 0004's or 0006's table and its view) away, as in a database from before it. */
+async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds'): Promise<void> {
+  await client.command({ query: `DROP VIEW {db:Identifier}.${table}_mv`, query_params: { db: database } });
+  await client.command({ query: `DROP TABLE {db:Identifier}.${table}`, query_params: { db: database } });
 }
 
 /** The records of lifecycles with a hold. */
@@ -113,15 +113,14 @@ describe('stored lifecycle records', () => {
 
     // A database from before migration 0004: records, no flagged table. Migrating computes the records again, and
     // the materialized view fills it.
-    await client.command({ query: 'DROP VIEW {db:Identifier}.lifecycle_flags_mv', query_params: { db: database } });
-    await client.command({ query: 'DROP TABLE {db:Identifier}.lifecycle_flags', query_params: { db: database } });
+    await dropRecordCopy(client, database, 'lifecycle_flags');
     await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 4 SETTINGS mutations_sync = 1', query_params: { db: database } });
     assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0004_lifecycle_flags']);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
 
     // A database from before migration 0005 (so before 0006 too): records in hour buckets, as 0003 stored them.
     // Migrating moves every record to the five minutes of its first span, with no row left in an hour bucket.
-    await dropHeldRecords(client, database);
+    await dropRecordCopy(client, database, 'lifecycle_holds');
     await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version IN (5, 6) SETTINGS mutations_sync = 1', query_params: { db: database } });
     await client.command({
       query:
@@ -139,7 +138,7 @@ describe('stored lifecycle records', () => {
 
     // A database from before migration 0006: records, no held table. Migrating computes the records again, and the
     // materialized view fills it.
-    await dropHeldRecords(client, database);
+    await dropRecordCopy(client, database, 'lifecycle_holds');
     await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 6 SETTINGS mutations_sync = 1', query_params: { db: database } });
     assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0006_lifecycle_holds']);
     assert.deepEqual(await storedHeld(client, database), heldView);
