@@ -31,21 +31,18 @@ WITH
         ) AS latest
     ) AS writer_list,
     writers AS (SELECT w.1 AS cluster, w.2 AS request_id, w.3 AS generation, w.4 AS released_at FROM (SELECT arrayJoin(writer_list) AS w)),
-    -- Every span of a lifecycle starts within its first and last seen: the writers' spans lie in this stretch, which
-    -- prunes the spans' partitions and (written in time order) parts by start_time before the key lookup.
-    arrayMin(arrayMap(w -> w.5, writer_list)) AS writers_from,
-    arrayMax(arrayMap(w -> w.6, writer_list)) AS writers_to,
-    -- Every page written late, likewise: (cluster, request id, generation, rank, chunk, landed at, decode engine, page,
-    -- writer released at, span id). A replayed span is an identical row: distinct tuples drop it without FINAL, which
-    -- would merge every part's rows of these keys by the whole sorting key (2-3x the cost).
+    -- Every page written late, from the late writes' pages (migration 0008): (cluster, request id, generation, rank,
+    -- chunk, landed at, decode engine, page, writer released at, span id). A write lands at or after its span's
+    -- start, so the writers' first seen prunes the table's days. A capture repeated is an identical row: distinct
+    -- tuples drop it without FINAL.
     (
-        SELECT groupUniqArray((s.cluster, s.request_id, s.generation, s.rank, s.chunk_index, s.end_time, toString(s.decode_engine_id), page, l.released_at, s.span_id))
-        FROM {db:Identifier}.spans AS s
-        ARRAY JOIN s.pages AS page
-        INNER JOIN writers AS l ON s.cluster = l.cluster AND s.request_id = l.request_id AND s.generation = l.generation
-        WHERE (s.cluster, s.request_id, s.generation) IN (SELECT cluster, request_id, generation FROM writers)
-          AND s.start_time >= writers_from AND s.start_time <= writers_to
-          AND s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND s.end_time > l.released_at
+        SELECT groupUniqArray((p.cluster, p.request_id, p.generation, p.rank, p.chunk_index, p.landed_at, p.decode_engine, page, l.released_at, p.span_id))
+        FROM {db:Identifier}.late_write_pages AS p
+        ARRAY JOIN p.pages AS page
+        INNER JOIN writers AS l ON p.cluster = l.cluster AND p.request_id = l.request_id AND p.generation = l.generation
+        WHERE (p.cluster, p.request_id, p.generation) IN (SELECT cluster, request_id, generation FROM writers)
+          AND p.landed_at >= arrayMin(arrayMap(w -> w.5, writer_list))
+          AND p.landed_at > l.released_at
     ) AS late_pages,
     arrayMin(arrayMap(x -> x.9, late_pages)) AS earliest_release,
     arrayMax(arrayMap(x -> x.6, late_pages)) AS latest_landing

@@ -3,7 +3,8 @@
  * are computed from: after a whole scenario, after spans arrive out of order across a bucket boundary (the record
  * moves to an earlier bucket and its old row is deleted), after replays, and after a backfill of a database whose
  * records were never computed (an upgrade). The flagged records (migration 0004) must equal the records that carry a
- * flag, and the held records (migration 0006) those that have a hold, likewise.
+ * flag, and the held records (migration 0006) those that have a hold, likewise; the late writes' pages (migration
+ * 0008) must be every write of the spans that completed after its lifecycle's release.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -32,8 +33,29 @@ const storedRecords = stored('lifecycle_records');
 const storedFlagged = stored('lifecycle_flags');
 const storedHeld = stored('lifecycle_holds');
 
-/** Takes a copy of the records (migration 0004's or 0006's table and its view) away, as in a database from before it. */
-async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds'): Promise<void> {
+/** Every successful write that completed after its lifecycle's release, found in the spans through the view. */
+const viewLateWrites = (client: ClickHouseClient, database: string) =>
+  rows(
+    client,
+    'SELECT DISTINCT s.cluster AS cluster, s.request_id AS request_id, s.generation AS generation, s.span_id AS span_id, s.rank AS rank, ' +
+      's.chunk_index AS chunk_index, toString(s.end_time) AS landed_at, toString(s.decode_engine_id) AS decode_engine, s.pages AS pages ' +
+      'FROM {db:Identifier}.spans AS s INNER JOIN {db:Identifier}.lifecycles AS l ' +
+      'ON s.cluster = l.cluster AND s.request_id = l.request_id AND s.generation = l.generation ' +
+      "WHERE s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND l.release_at IS NOT NULL AND s.end_time > l.release_at " +
+      'ORDER BY cluster, request_id, generation, span_id',
+    database,
+  );
+/** The late writes' pages stored (migration 0008); a capture repeated is the same row. */
+const storedLateWrites = (client: ClickHouseClient, database: string) =>
+  rows(
+    client,
+    'SELECT DISTINCT cluster, request_id, generation, span_id, rank, chunk_index, toString(landed_at) AS landed_at, decode_engine, pages ' +
+      'FROM {db:Identifier}.late_write_pages ORDER BY cluster, request_id, generation, span_id',
+    database,
+  );
+
+/** Takes a table computed from the records (migration 0004's, 0006's or 0008's) and its view away, as in a database from before it. */
+async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds' | 'late_write_pages'): Promise<void> {
   await client.command({ query: `DROP VIEW {db:Identifier}.${table}_mv`, query_params: { db: database } });
   await client.command({ query: `DROP TABLE {db:Identifier}.${table}`, query_params: { db: database } });
 }
@@ -88,6 +110,9 @@ describe('stored lifecycle records', () => {
       5,
       (c) => {
         c.requests = 600;
+        // One decode engine releases on a 300 ms timeout while more transfers than usual have long tails: late writes.
+        (c.decode[0] as { holdTimeoutMs: number }).holdTimeoutMs = 300;
+        c.transfer.tailProbability = 0.3;
       },
       startTimeMs,
     );
@@ -100,6 +125,16 @@ describe('stored lifecycle records', () => {
     const heldView = held(view);
     assert.ok(heldView.length > 20 && heldView.length < view.length, `${heldView.length} of ${view.length} lifecycles held`);
     assert.deepEqual(await storedHeld(client, database), heldView);
+    const lateWrites = await viewLateWrites(client, database);
+    assert.equal(lateWrites.length, view.reduce((n, r) => n + Number(r.late_writes), 0), 'one late write per write the records count');
+    assert.ok(lateWrites.length > 5, `${lateWrites.length} late writes`);
+    assert.deepEqual(await storedLateWrites(client, database), lateWrites);
+
+    // A database from before migration 0008: no late writes' pages. Migrating stores those of the flagged records.
+    await dropRecordCopy(client, database, 'late_write_pages');
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 8 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0008_late_write_pages']);
+    assert.deepEqual(await storedLateWrites(client, database), lateWrites);
 
     // A database from before migration 0003: lifecycle states, no records. Migrating backfills them.
     await client.command({ query: 'TRUNCATE TABLE {db:Identifier}.lifecycle_records', query_params: { db: database } });
@@ -133,6 +168,7 @@ describe('stored lifecycle records', () => {
     assert.deepEqual(await storedRecords(client, database), view);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
     assert.deepEqual(await storedHeld(client, database), heldView);
+    assert.deepEqual(await storedLateWrites(client, database), lateWrites);
     const misplaced = await rows(client, 'SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE bucket != toStartOfFiveMinutes(first_seen)', database);
     assert.equal(Number(misplaced[0]?.n), 0);
 
@@ -201,6 +237,7 @@ describe('stored lifecycle records', () => {
       assert.deepEqual(flaggedRows.map((r) => [r.bucket, r.late_writes]), [['2026-12-02 10:55:00', 1]]);
       const heldRows = await rows(client, 'SELECT toString(bucket) AS bucket, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_holds FINAL', database);
       assert.deepEqual(heldRows.map((r) => [r.bucket, r.allocated_at]), [['2026-12-02 10:55:00', '2026-12-02 10:59:30.000000000']]);
+      assert.deepEqual((await storedLateWrites(client, database)).map((r) => [r.span_id, r.landed_at, r.pages]), [['t', '2026-12-02 11:00:26.000000000', [1, 2]]]);
       await writer.write(encodeRows([...late, ...early]));
     }
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
