@@ -11,6 +11,8 @@ export interface SpanWriterOptions {
   maxBatchRows: number;
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: number;
+  /** Least time between the starts of two record refreshes (ms): rounds further apart take more batches each. */
+  refreshIntervalMs?: number;
   /** First and largest pause between retries of a failed INSERT (ms). */
   retryInitialMs: number;
   retryMaxMs: number;
@@ -57,9 +59,10 @@ function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { ta
  * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both; while ClickHouse
  * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
  *
- * Refreshes run beside the inserts, one at a time, each taking every batch stored since the last began: spans are
- * visible (through the lifecycles view) as soon as they are inserted, and a lifecycle that several batches
- * touched is recomputed once. Refreshes that fall behind hold their writers, which holds the consumer's fetches.
+ * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs`, each taking every batch
+ * stored since the last began: spans are visible (through the lifecycles view) as soon as they are inserted, and a
+ * lifecycle that several batches touched is recomputed once. Refreshes that fall behind hold their writers, which
+ * holds the consumer's fetches.
  */
 export class SpanWriter {
   private pending: Pending[] = [];
@@ -71,6 +74,8 @@ export class SpanWriter {
   /** The refresh loop while it runs; it never rejects (its writers learn of failures). */
   private refreshing: Promise<void> | undefined;
   private stopped = false;
+  /** performance.now() when the last refresh round began. */
+  private lastRefreshStart = -Infinity;
 
   constructor(private readonly options: SpanWriterOptions) {}
 
@@ -138,6 +143,10 @@ export class SpanWriter {
   private async refreshQueued(): Promise<void> {
     try {
       while (this.refreshQueue.length > 0) {
+        // A lifecycle touched by several batches meanwhile is computed once (at shutdown, at once).
+        const wait = this.lastRefreshStart + (this.options.refreshIntervalMs ?? 0) - performance.now();
+        if (wait > 0 && !this.stopped) await sleep(wait);
+        this.lastRefreshStart = performance.now();
         const { taken } = takeUpTo(this.refreshQueue, MAX_KEYS_PER_REFRESH_ROUND, (r) => r.keys.length);
         const keys = new LifecycleKeySet();
         for (const request of taken) keys.addAll(request.keys);

@@ -269,6 +269,33 @@ describe('stored lifecycle records', () => {
     }
   });
 
+  it('refresh at most once per interval: the first batch at once, the batches stored meanwhile in one round', async () => {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const intervalMs = 3000;
+    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, refreshIntervalMs: intervalMs, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
+    const hold = (i: number) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${i}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    const started = performance.now();
+    await writer.write(encodeRows([hold(0)]));
+    const firstMs = performance.now() - started;
+    assert.ok(firstMs < intervalMs, `the first batch waited ${Math.round(firstMs)} ms for its records`);
+    // Five batches, each its own INSERT, while the next round waits for the interval.
+    const writes: Promise<void>[] = [];
+    for (let i = 1; i <= 5; i++) {
+      writes.push(writer.write(encodeRows([hold(i)])));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await Promise.all(writes);
+    assert.ok(performance.now() - started >= intervalMs, 'the second round began before the interval ended');
+    const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
+    assert.equal(rounds, 2);
+    const stored = await storedRecords(client, database);
+    assert.equal(stored.length, 6);
+    assert.deepEqual(stored, await viewRecords(client, database));
+    await writer.shutdown();
+  });
+
   it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
     const database = randomDatabase('records');
     await migrate(client, { database, retentionDays: 30 });
