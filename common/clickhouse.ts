@@ -16,6 +16,12 @@ export interface ClickHouseConnection {
 export const CLICKHOUSE_SETTINGS = {
   output_format_json_quote_64bit_integers: 0,
   date_time_input_format: 'best_effort',
+  // On a cluster (CLICKHOUSE_CLUSTER) an INSERT into a Distributed table is by default acknowledged once queued
+  // on the node that took it, before any shard has the rows: offsets would move past rows a lost node still held,
+  // and the record refresh that follows each INSERT could read the shards without them and store stale records.
+  // Synchronous: acknowledged once every shard has its rows. No effect on other tables. (The pre-23.10 name, an
+  // alias of distributed_foreground_insert since, so that older servers accept it too.)
+  insert_distributed_sync: 1,
 } as const;
 
 /**
