@@ -23,7 +23,7 @@ export interface WriterSettings {
 }
 
 export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
-  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, refreshIntervalMs: settings.refreshIntervalMs ?? 0, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
+  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, refreshIntervalMs: settings.refreshIntervalMs, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
 }
 
 /** `holdscope pipeline`: Kafka in, ClickHouse out. `start`, then `shutdown` to stop after the batches in hand. */

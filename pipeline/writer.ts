@@ -11,7 +11,7 @@ export interface SpanWriterOptions {
   maxBatchRows: number;
   /** How long rows wait for more before an INSERT (ms). */
   lingerMs: number;
-  /** Least time between the starts of two record refreshes (ms): rounds further apart take more batches each. */
+  /** Least time between the starts of two record refreshes (ms), 0 when omitted: rounds further apart take more batches each. */
   refreshIntervalMs?: number;
   /** First and largest pause between retries of a failed INSERT (ms). */
   retryInitialMs: number;
@@ -143,7 +143,7 @@ export class SpanWriter {
   private async refreshQueued(): Promise<void> {
     try {
       while (this.refreshQueue.length > 0) {
-        // A lifecycle touched by several batches meanwhile is computed once (at shutdown, at once).
+        // Waiting lets the batches stored meanwhile share this round; a stopping writer does not wait.
         const wait = this.lastRefreshStart + (this.options.refreshIntervalMs ?? 0) - performance.now();
         if (wait > 0 && !this.stopped) await sleep(wait);
         this.lastRefreshStart = performance.now();

@@ -16,7 +16,7 @@ import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
 import { buildWorkload, measureFreshness, percentile } from './freshness.ts';
-import { buildQueryDataset, timePageRequests } from './page-queries.ts';
+import { buildQueryDataset, PAGE_WARM_UPS, timePageRequests } from './page-queries.ts';
 import { drainThroughPipeline, PIPELINE_HEAP_MB, spawnPipeline } from './pipeline-process.ts';
 import { progress, report, stage, type Figure } from './report.ts';
 
@@ -26,7 +26,7 @@ const program = new Command('bench')
   .option('--lifecycles <n>', 'lifecycles in the query dataset (default 10,000,000; quick 50,000)')
   .option('--rate <spansPerSecond>', 'offered load of the freshness run (default 20,000; quick 5,000)')
   .option('--freshness-seconds <s>', 'length of the freshness run (default 60; quick 10)')
-  .option('--runs <n>', 'times each page request is timed, after 3 untimed (default 20; quick 5)')
+  .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
   .parse();
 const opts = program.opts<{ quick?: boolean; spans?: string; lifecycles?: string; rate?: string; freshnessSeconds?: string; runs?: string; partitions?: string }>();
@@ -139,13 +139,13 @@ try {
       to: new Date(endMs).toISOString(),
       requestId: idRows[0].request_id,
       runs: Number(opts.runs ?? (quick ? 5 : 20)),
-      warmUps: 3,
-      onProgress: (n) => progress(`page requests: ${n} timed`),
+      warmUps: PAGE_WARM_UPS,
+      onProgress: (n) => progress(`page requests: ${n} made`),
     });
   } finally {
     await queryApi.close();
   }
-  for (const l of latencies) figures.push({ name: `  ${l.page} ${l.path}`, value: Math.round(l.p95Ms), unit: 'ms p95', note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs after 3 untimed; the first took ${Math.round(l.firstMs)} ms` });
+  for (const l of latencies) figures.push({ name: `  ${l.page} ${l.path}`, value: Math.round(l.p95Ms), unit: 'ms p95', note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs after ${PAGE_WARM_UPS} untimed; the first took ${Math.round(l.firstMs)} ms` });
   const queryP95 = Math.max(...latencies.filter((l) => l.page === 'on-call').map((l) => l.p95Ms));
   figures.push({ name: 'query p95', value: Math.round(queryP95), unit: 'ms', goal: '< 250', ok: queryP95 < 250, note: 'slowest request of the on-call page, last hour' });
 

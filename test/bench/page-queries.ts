@@ -70,11 +70,16 @@ export interface EndpointLatency {
 }
 
 /**
+ * Requests of each endpoint that its percentiles leave out: a ClickHouse process's first queries over parts it has
+ * just written are slower (at 760 k lifecycles an hour the first three /api/flags took 280-300 ms, the next
+ * 200-230), and a server that has run for hours before an incident has long been past them.
+ */
+export const PAGE_WARM_UPS = 3;
+
+/**
  * Every request the on-call page makes for its default window (the last hour), and the request page's, each
- * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` requests that the
- * percentiles leave out: a ClickHouse process's first queries over parts it has just written are slower (at 760 k
- * lifecycles an hour the first three /api/flags took 280-300 ms, the next 200-230), and a server that has run for
- * hours before an incident has long been past them. The first request is reported on its own.
+ * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` untimed requests. The first
+ * request is reported on its own.
  */
 export async function timePageRequests(options: { apiUrl: string; from: string; to: string; requestId: string; runs: number; warmUps: number; onProgress?: (done: number) => void }): Promise<EndpointLatency[]> {
   const window = `from=${encodeURIComponent(options.from)}&to=${encodeURIComponent(options.to)}`;
