@@ -77,7 +77,7 @@ addStorageOptions(
     .option('--linger-ms <ms>', 'how long rows wait for more before an INSERT (default 200)')
     .option('--refresh-interval-ms <ms>', 'least time between two refreshes of the stored records; the window queries trail by up to this more (default 0)')
     .option('--partitions-consumed-concurrently <n>', 'partitions processed at once (default 8)')
-    .option('--max-bytes-per-partition <n>', 'bytes fetched per partition per request (default 2 MiB)')
+    .option('--max-bytes-per-partition <n>', 'bytes fetched per partition per request (default 1 MiB)')
     .option('--max-in-flight-bytes <n>', 'encoded rows handed to ClickHouse and not yet acknowledged before the consumer waits (default 24 MiB)')
     .option('--session-timeout-ms <ms>', 'Kafka consumer group session timeout (default 30000)')
     .option('--heartbeat-interval-ms <ms>', 'Kafka consumer heartbeat interval (default 3000)')
