@@ -1,9 +1,12 @@
 import { Readable } from 'node:stream';
 import type { Kafka } from 'kafkajs';
 import type { ClickHouseClient } from '../../common/index.ts';
-import { encodeRows, eventsOf, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
+import { encodeRows, eventsOf, pipelineConfigSchema, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
 import { readTopic } from '../support/kafka-read.ts';
 import { KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS } from '../support/kafka-mock.ts';
+
+/** The pipeline's defaults: the ceiling fetches and batches as a pipeline does, so the ratio measures holdscope's code. */
+const PIPELINE_DEFAULTS = pipelineConfigSchema.parse({ kafkaBrokers: 'unused:9092' });
 
 export interface RunResult {
   rows: number;
@@ -25,9 +28,10 @@ export async function preSerialize(kafka: Kafka, topic: string): Promise<{ byOff
 
 /**
  * The ceiling: kafkajs consuming the topic in a group and ClickHouse inserting the pre-serialized rows of what it
- * fetched, committing after each INSERT, with the pipeline's default batching (8 partitions at once, 2 MiB
- * per partition fetch; an INSERT once half of them wait, or at 50,000 rows, or after 200 ms) and no holdscope code in the loop: no decoding, no
- * validation, no encoding. What the same broker and ClickHouse allow on this machine.
+ * fetched, committing after each INSERT, with the pipeline's defaults (PIPELINE_DEFAULTS: partitions processed at
+ * once, bytes per partition fetch, rows per INSERT and linger; an INSERT once half the partitions wait), and no
+ * holdscope code in the loop: no decoding, no validation, no encoding. What the same broker and ClickHouse allow on
+ * this machine.
  */
 export async function runCeiling(options: {
   kafka: Kafka;
@@ -43,8 +47,8 @@ export async function runCeiling(options: {
     groupId: `ceiling-${topic}`,
     sessionTimeout: KAFKA_TEST_SESSION_TIMEOUT_MS,
     heartbeatInterval: KAFKA_TEST_HEARTBEAT_INTERVAL_MS,
-    maxBytesPerPartition: 2 * 1024 * 1024,
-    maxBytes: 16 * 1024 * 1024,
+    maxBytesPerPartition: PIPELINE_DEFAULTS.maxBytesPerPartition,
+    maxBytes: PIPELINE_DEFAULTS.maxBytesPerPartition * PIPELINE_DEFAULTS.partitionsConsumedConcurrently,
   });
   let pending: { texts: string[]; rows: number; done: () => void }[] = [];
   let pendingRows = 0;
@@ -85,7 +89,7 @@ export async function runCeiling(options: {
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: 8,
+    partitionsConsumedConcurrently: PIPELINE_DEFAULTS.partitionsConsumedConcurrently,
     eachBatch: async ({ batch, resolveOffset }) => {
       if (batch.messages.length === 0) return;
       firstFetch ||= performance.now();
@@ -100,8 +104,8 @@ export async function runCeiling(options: {
       await new Promise<void>((done) => {
         pending.push({ texts, rows, done });
         pendingRows += rows;
-        if (pendingRows >= 50_000 || pending.length >= 4) flush();
-        else timer ??= setTimeout(flush, 200);
+        if (pendingRows >= PIPELINE_DEFAULTS.maxBatchRows || pending.length >= PIPELINE_DEFAULTS.partitionsConsumedConcurrently / 2) flush();
+        else timer ??= setTimeout(flush, PIPELINE_DEFAULTS.lingerMs);
       });
       resolveOffset(batch.lastOffset());
       await consumer.commitOffsets([{ topic, partition: batch.partition, offset: (BigInt(batch.lastOffset()) + 1n).toString() }]);
