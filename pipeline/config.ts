@@ -60,8 +60,9 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * Bytes of encoded span rows (TabSeparated text) the consumer hands to the writer ahead of ClickHouse's
    * acknowledgement; past it, batches wait before they are decoded (backpressure: nothing is dropped). 24 MiB: on the
    * benchmark's 0.89 M-span drain, where ClickHouse is the bottleneck and the cap is always reached, 16, 24, 32 and
-   * 48 MiB drained 31,000, 34,000, 36,000 and 38,000 spans/s with peak RSS (192 MiB heap) of 360–376, 378–390,
-   * 389–404 and 402–404 MiB: 24 keeps the process under 400 MiB.
+   * 48 MiB drained 31,000, 34,000, 36,000 and 38,000 spans/s with peak RSS (192 MiB heap, 2 MiB fetches) of
+   * 360–376, 378–390, 389–404 and 402–404 MiB: 24 kept the process under 400 MiB. With 1 MiB fetches (below) 32 MiB
+   * peaked at 324–329 MiB, with no throughput gain two runs could show.
    */
   maxInFlightBytes: intAtLeast(1024).default(DEFAULT_MAX_IN_FLIGHT_BYTES),
   /**
