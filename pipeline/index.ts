@@ -3,6 +3,7 @@ export { pipelineConfigSchema, storageConfigSchema, loadConfig, type PipelineCon
 export { migrate, loadMigrations, type SchemaOptions } from './migrate.ts';
 export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 export { SpanWriter } from './writer.ts';
+export { fetchByteLimits } from './kafka-source.ts';
 export { decodeMessage, eventsOf } from './decode.ts';
 export { spanRow, formatNanos, type SpanRow } from './rows.ts';
 export { encodeRows, encodeSpanLine, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';

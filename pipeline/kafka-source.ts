@@ -106,6 +106,15 @@ interface PartitionLine {
 
 type Offset = { topic: string; partition: number; offset: string };
 
+
+/**
+ * What a consumer fetches at most: per partition, and per broker the partitions it processes at once (fetched
+ * messages are Buffers outside the V8 heap limit, so this bounds them).
+ */
+export function fetchByteLimits(maxBytesPerPartition: number, partitionsConsumedConcurrently: number): { maxBytesPerPartition: number; maxBytes: number } {
+  return { maxBytesPerPartition, maxBytes: maxBytesPerPartition * Math.max(1, partitionsConsumedConcurrently) };
+}
+
 /**
  * A consumer group member that turns each fetched batch into span rows, hands them to the writer and moves its
  * fetch position on at once, so that fetching and decoding the next batches overlap the INSERT. The group's
@@ -186,8 +195,7 @@ export class KafkaSource {
       rebalanceTimeout: this.options.rebalanceTimeoutMs ?? DEFAULT_REBALANCE_TIMEOUT_MS,
       maxWaitTimeInMs: this.options.fetchMaxWaitMs ?? 500,
       heartbeatInterval: this.options.heartbeatIntervalMs,
-      maxBytesPerPartition: this.options.maxBytesPerPartition,
-      maxBytes: this.options.maxBytesPerPartition * Math.max(1, this.options.partitionsConsumedConcurrently),
+      ...fetchByteLimits(this.options.maxBytesPerPartition, this.options.partitionsConsumedConcurrently),
     });
     this.consumer = consumer;
     this.newGeneration();

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { Kafka } from 'kafkajs';
 import type { ClickHouseClient } from '../../common/index.ts';
-import { encodeRows, eventsOf, pipelineConfigSchema, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
+import { encodeRows, eventsOf, fetchByteLimits, pipelineConfigSchema, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
 import { readTopic } from '../support/kafka-read.ts';
 import { KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS } from '../support/kafka-mock.ts';
 
@@ -29,9 +29,9 @@ export async function preSerialize(kafka: Kafka, topic: string): Promise<{ byOff
 /**
  * The ceiling: kafkajs consuming the topic in a group and ClickHouse inserting the pre-serialized rows of what it
  * fetched, committing after each INSERT, with the pipeline's defaults (PIPELINE_DEFAULTS: partitions processed at
- * once, bytes per partition fetch, rows per INSERT and linger; an INSERT once half the partitions wait), and no
- * holdscope code in the loop: no decoding, no validation, no encoding. What the same broker and ClickHouse allow on
- * this machine.
+ * once, fetch sizes, rows per INSERT and linger) and no holdscope code in the loop: no decoding, no validation, no
+ * encoding. What the same broker and ClickHouse allow on this machine. Unlike the pipeline, which hands batches on
+ * and fetches more, each batch here waits for its INSERT, so an INSERT also starts once half the partitions wait.
  */
 export async function runCeiling(options: {
   kafka: Kafka;
@@ -47,8 +47,7 @@ export async function runCeiling(options: {
     groupId: `ceiling-${topic}`,
     sessionTimeout: KAFKA_TEST_SESSION_TIMEOUT_MS,
     heartbeatInterval: KAFKA_TEST_HEARTBEAT_INTERVAL_MS,
-    maxBytesPerPartition: PIPELINE_DEFAULTS.maxBytesPerPartition,
-    maxBytes: PIPELINE_DEFAULTS.maxBytesPerPartition * PIPELINE_DEFAULTS.partitionsConsumedConcurrently,
+    ...fetchByteLimits(PIPELINE_DEFAULTS.maxBytesPerPartition, PIPELINE_DEFAULTS.partitionsConsumedConcurrently),
   });
   let pending: { texts: string[]; rows: number; done: () => void }[] = [];
   let pendingRows = 0;
