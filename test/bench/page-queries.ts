@@ -51,7 +51,7 @@ export async function buildQueryDataset(options: {
   // the window queries' FINAL merges little. A rebuild in request-id slices leaves every part spanning every bucket,
   // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge the record tables, as a
   // live table's background merges have by then.
-  for (const table of ['lifecycle_records', 'lifecycle_flags', 'lifecycle_holds']) {
+  for (const table of ['lifecycle_records', 'lifecycle_flags', 'lifecycle_holds', 'page_allocations']) {
     await client.command({ query: `OPTIMIZE TABLE ${database}.${table} FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
   }
   const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);

@@ -4,7 +4,8 @@
  * moves to an earlier bucket and its old row is deleted), after replays, and after a backfill of a database whose
  * records were never computed (an upgrade). The flagged records (migration 0004) must equal the records that carry a
  * flag, and the held records (migration 0006) those that have a hold, likewise; the late writes' pages (migration
- * 0008) must be every write of the spans that completed after its lifecycle's release.
+ * 0008) must be every write of the spans that completed after its lifecycle's release, and the page allocations
+ * (migration 0009) the allocation of every record that has one.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -54,8 +55,15 @@ const storedLateWrites = (client: ClickHouseClient, database: string) =>
     database,
   );
 
-/** Takes a table computed from the records (migration 0004's, 0006's or 0008's) and its view away, as in a database from before it. */
-async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds' | 'late_write_pages'): Promise<void> {
+/** Every lifecycle's allocation, as the view computes it, and as stored (migration 0009). */
+const allocationColumns = 'cluster, request_id, generation, decode_engine, toString(allocated_at) AS allocated_at, toString(release_at) AS release_at, kv_pages';
+const viewAllocations = (client: ClickHouseClient, database: string) =>
+  rows(client, `SELECT ${allocationColumns} FROM {db:Identifier}.lifecycles WHERE allocated_at IS NOT NULL ORDER BY cluster, request_id, generation`, database);
+const storedAllocations = (client: ClickHouseClient, database: string) =>
+  rows(client, `SELECT ${allocationColumns} FROM {db:Identifier}.page_allocations FINAL ORDER BY cluster, request_id, generation`, database);
+
+/** Takes a table computed from the records (migration 0004's, 0006's, 0008's or 0009's) and its view away, as in a database from before it. */
+async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds' | 'late_write_pages' | 'page_allocations'): Promise<void> {
   await client.command({ query: `DROP VIEW {db:Identifier}.${table}_mv`, query_params: { db: database } });
   await client.command({ query: `DROP TABLE {db:Identifier}.${table}`, query_params: { db: database } });
 }
@@ -129,6 +137,15 @@ describe('stored lifecycle records', () => {
     assert.equal(lateWrites.length, view.reduce((n, r) => n + Number(r.late_writes), 0), 'one late write per write the records count');
     assert.ok(lateWrites.length > 5, `${lateWrites.length} late writes`);
     assert.deepEqual(await storedLateWrites(client, database), lateWrites);
+    const allocations = await viewAllocations(client, database);
+    assert.ok(allocations.length > 600, `${allocations.length} allocations`);
+    assert.deepEqual(await storedAllocations(client, database), allocations);
+
+    // A database from before migration 0009: no page allocations. Migrating stores those of the stored records.
+    await dropRecordCopy(client, database, 'page_allocations');
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 9 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0009_page_allocations']);
+    assert.deepEqual(await storedAllocations(client, database), allocations);
 
     // A database from before migration 0008: no late writes' pages. Migrating stores those of the flagged records.
     await dropRecordCopy(client, database, 'late_write_pages');
@@ -169,6 +186,7 @@ describe('stored lifecycle records', () => {
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
     assert.deepEqual(await storedHeld(client, database), heldView);
     assert.deepEqual(await storedLateWrites(client, database), lateWrites);
+    assert.deepEqual(await storedAllocations(client, database), allocations);
     const misplaced = await rows(client, 'SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE bucket != toStartOfFiveMinutes(first_seen)', database);
     assert.equal(Number(misplaced[0]?.n), 0);
 
@@ -238,6 +256,8 @@ describe('stored lifecycle records', () => {
       const heldRows = await rows(client, 'SELECT toString(bucket) AS bucket, toString(allocated_at) AS allocated_at FROM {db:Identifier}.lifecycle_holds FINAL', database);
       assert.deepEqual(heldRows.map((r) => [r.bucket, r.allocated_at]), [['2026-12-02 10:55:00', '2026-12-02 10:59:30.000000000']]);
       assert.deepEqual((await storedLateWrites(client, database)).map((r) => [r.span_id, r.landed_at, r.pages]), [['t', '2026-12-02 11:00:26.000000000', [1, 2]]]);
+      assert.deepEqual(await storedAllocations(client, database), await viewAllocations(client, database));
+      assert.equal((await storedAllocations(client, database)).length, 1);
       await writer.write(encodeRows([...late, ...early]));
     }
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
