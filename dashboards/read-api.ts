@@ -1,7 +1,16 @@
 import express, { type Request, type Response } from 'express';
 import { InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { computeFlags, getQuery, listQueries, runQuery, type FlagThresholds } from '../queries/index.ts';
+import { computeFlags, getQuery, listQueries, runQuery, runQueryCapped, type FlagThresholds } from '../queries/index.ts';
 import { sendError } from './http-errors.ts';
+
+/**
+ * Rows a named query answers over HTTP unless `max_rows` says otherwise (`truncated` tells when there were more): a
+ * flag's evidence link over a day of an abort storm would otherwise be hundreds of MB of JSON, built in the read
+ * API's memory and the browser's. The CLI (`holdscope query`) has no cap.
+ */
+export const DEFAULT_QUERY_ROWS = 10_000;
+/** The most `max_rows` may ask for. */
+export const MAX_QUERY_ROWS = 1_000_000;
 
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
 function stringParams(query: Request['query']): Record<string, string> {
@@ -63,7 +72,13 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
   router.get('/api/queries/:name', async (req: Request, res: Response) => {
     try {
       getQuery(String(req.params.name));
-      res.json({ rows: await runQuery(client, database, String(req.params.name), stringParams(req.query)) });
+      const { max_rows: maxRowsText, ...params } = stringParams(req.query);
+      if (maxRowsText !== undefined && !(/^[1-9]\d{0,6}$/.test(maxRowsText) && Number(maxRowsText) <= MAX_QUERY_ROWS)) {
+        throw new InputError(`max_rows: expected an integer from 1 to ${MAX_QUERY_ROWS}, got ${JSON.stringify(maxRowsText)}`);
+      }
+      const maxRows = maxRowsText === undefined ? DEFAULT_QUERY_ROWS : Number(maxRowsText);
+      const { rows, truncated } = await runQueryCapped(client, database, String(req.params.name), params, maxRows);
+      res.json({ rows, truncated, max_rows: maxRows });
     } catch (error) {
       sendError(res, log, error, 'read API request');
     }

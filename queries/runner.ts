@@ -93,12 +93,34 @@ export function bindParams(def: QueryDefinition, given: Record<string, string>):
 /** Runs a named query with bound parameters (never string-built SQL); rows come back as JSON objects. */
 export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, string> = {}): Promise<T[]> {
   const def = getQuery(name);
-  const bound = bindParams(def, params);
+  return execute<T>(client, name, def.sql, { ...bindParams(def, params), db: database });
+}
+
+/**
+ * A named query's first `maxRows` rows in its own order, and whether it had more. The cap is applied by ClickHouse
+ * (the query wrapped in a LIMIT bound as a parameter), so neither side holds a result larger than it: a day of late
+ * writes with every writer is 150 MB of JSON.
+ */
+export async function runQueryCapped<T = Record<string, unknown>>(
+  client: ClickHouseClient,
+  database: string,
+  name: string,
+  params: Record<string, string>,
+  maxRows: number,
+): Promise<{ rows: T[]; truncated: boolean }> {
+  const def = getQuery(name);
+  // The newline ends a comment on the file's last line. No query declares this parameter, so none can be given it.
+  const sql = `SELECT * FROM (\n${def.sql}\n) LIMIT {holdscope_row_cap:UInt64}`;
+  const rows = await execute<T>(client, name, sql, { ...bindParams(def, params), db: database, holdscope_row_cap: String(maxRows + 1) });
+  return { rows: rows.slice(0, maxRows), truncated: rows.length > maxRows };
+}
+
+async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, string>): Promise<T[]> {
   try {
     const result = await client.query({
-      query: def.sql,
+      query: sql,
       format: 'JSONEachRow',
-      query_params: { ...bound, db: database },
+      query_params: params,
       clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
     });
     return (await result.json()) as T[];

@@ -66,6 +66,18 @@ describe('detections against the simulator ground truth', () => {
           assert.ok(before.length > 0);
           await client.command({ query: `INSERT INTO ${database}.spans SELECT * FROM ${database}.spans WHERE name = 'pd.transfer'` });
           assert.deepEqual(await victimRows(), before);
+          // Over HTTP a query answers its first max_rows rows, in its own order, and says whether it had more.
+          const api = await startHttpServer({ port: 0, host: '127.0.0.1', client, database, log: quietLog });
+          try {
+            const { from, to } = window(run.startTimeMs);
+            const capped = async (maxRows: number) =>
+              (await fetch(`http://127.0.0.1:${api.port}/api/queries/late_write_victims?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&max_rows=${maxRows}`)).json();
+            assert.ok(before.length > 2, `${before.length} victim rows`);
+            assert.deepEqual(await capped(2), { rows: before.slice(0, 2), truncated: true, max_rows: 2 });
+            assert.deepEqual(await capped(before.length), { rows: before, truncated: false, max_rows: before.length });
+          } finally {
+            await api.close();
+          }
         }
       });
     }
@@ -126,6 +138,9 @@ describe('detections against the simulator ground truth', () => {
         ['/api/queries/longest_holds?from=yesterday&to=2026-01-01T00:00:00Z', /from: expected an ISO 8601 time/],
         ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&limit=1%3B%20DROP', /limit: expected an integer/],
         ['/api/flags?to=2026-01-01T00:00:00Z', /from and to are required/],
+        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=0', /max_rows: expected an integer from 1 to 1000000/],
+        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1000001', /max_rows: expected an integer from 1 to 1000000/],
+        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1%3B%20DROP', /max_rows: expected an integer/],
       ] as const) {
         const bad = await fetch(base + path);
         assert.equal(bad.status, 400, path);
@@ -133,7 +148,7 @@ describe('detections against the simulator ground truth', () => {
       }
       const rows = await fetch(`${base}/api/queries/request_timeline?request_id=${encodeURIComponent(evil)}`);
       assert.equal(rows.status, 200);
-      assert.deepEqual(await rows.json(), { rows: [] });
+      assert.deepEqual(await rows.json(), { rows: [], truncated: false, max_rows: 10_000 });
     } finally {
       await api.close();
     }
