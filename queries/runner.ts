@@ -24,6 +24,12 @@ export interface QueryDefinition {
   sql: string;
 }
 
+/**
+ * Names a query may not declare: `db` is the database, `max_rows` the read API's row cap and `holdscope_row_cap`
+ * the LIMIT that applies it (runQueryCapped). A query declaring one would have its value taken or overwritten.
+ */
+const RESERVED_PARAMS = new Set(['db', 'max_rows', 'holdscope_row_cap']);
+
 const PARAM_LINE = /^--\s*param\s+([a-z_][a-z0-9_]*)\s+([A-Za-z0-9(), ']+?)(?:\s*=\s*('(?:[^']*)'|[^:]+?))?\s*:\s*(.*)$/;
 
 /** Reads a query file's header: `-- name:`, `-- purpose:`, `-- param NAME Type [= default]: text`, `-- columns:`. */
@@ -34,6 +40,7 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
     const param = PARAM_LINE.exec(line);
     if (param) {
       const [, name, type, rawDefault, description] = param as unknown as [string, string, string, string | undefined, string];
+      if (RESERVED_PARAMS.has(name)) throw new Error(`${file}: parameter ${name} is reserved (${[...RESERVED_PARAMS].join(', ')})`);
       def.params.push({ name, type: type.trim(), description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
       continue;
     }

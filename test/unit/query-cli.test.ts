@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatRows } from '../../cli/query.ts';
-import { bindParams, getQuery, listQueries } from '../../queries/index.ts';
+import { bindParams, getQuery, listQueries, parseQueryFile } from '../../queries/index.ts';
 
 describe('named queries', () => {
   it('every .sql file has a header naming its purpose and declaring every parameter it uses', () => {
@@ -10,6 +10,12 @@ describe('named queries', () => {
       assert.ok(names.includes(expected), expected);
     }
     for (const q of listQueries().values()) assert.ok(q.purpose.length > 20 && q.columns.length > 0, q.name);
+  });
+
+  it('refuses a query file that declares a parameter the runner or the read API owns', () => {
+    const file = (param: string) => `-- name: q\n-- purpose: a query to test its header\n-- param ${param} UInt32 = 1: a value\nSELECT {${param}:UInt32}\n`;
+    assert.equal(parseQueryFile(file('rows_wanted'), 'q.sql').params[0]?.name, 'rows_wanted');
+    for (const reserved of ['db', 'max_rows', 'holdscope_row_cap']) assert.throws(() => parseQueryFile(file(reserved), 'q.sql'), new RegExp(`q.sql: parameter ${reserved} is reserved`));
   });
 
   it('refuses unknown names, unknown parameters, missing and malformed values with the reason', () => {
