@@ -8,6 +8,7 @@ import type { FlagThresholds } from '../queries/index.ts';
 import { createChartRoutes } from './charts/render.ts';
 import { createPageRoutes } from './pages/html.ts';
 import { createReadApi } from './read-api.ts';
+import { createRequestMetrics } from './request-metrics.ts';
 
 export interface HttpServerOptions {
   port: number;
@@ -23,7 +24,10 @@ export interface HttpServerOptions {
   authToken?: string;
   /** Detection thresholds of /api/flags and the charts (defaults when absent). */
   flagThresholds?: FlagThresholds;
-  /** Served at /metrics in the Prometheus text format (e.g. lifecycle, pipeline and collector metrics merged). */
+  /**
+   * Served at /metrics in the Prometheus text format (e.g. lifecycle, pipeline and collector metrics merged); the
+   * server adds its requests' and named queries' durations to it (request-metrics.ts).
+   */
   metricsRegistry?: Registry;
 }
 
@@ -59,8 +63,10 @@ function guard(authToken: string | undefined) {
 export async function startHttpServer(options: HttpServerOptions): Promise<{ port: number; close(): Promise<void> }> {
   const app = express();
   app.disable('x-powered-by');
-  app.use(guard(options.authToken));
   const registry = options.metricsRegistry;
+  const requestMetrics = registry ? createRequestMetrics(registry) : undefined;
+  if (requestMetrics) app.use(requestMetrics.middleware);
+  app.use(guard(options.authToken));
   if (registry) {
     app.get('/metrics', async (_req, res) => {
       res.type(registry.contentType).send(await registry.metrics());
@@ -73,14 +79,20 @@ export async function startHttpServer(options: HttpServerOptions): Promise<{ por
     res.status(404).json({ error: 'not found' });
   });
   const server: Server = app.listen(options.port, options.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
+  } catch (error) {
+    requestMetrics?.close();
+    throw error;
+  }
   return {
     port: (server.address() as AddressInfo).port,
     close: () =>
       new Promise<void>((resolve) => {
+        requestMetrics?.close();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

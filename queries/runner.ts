@@ -1,3 +1,4 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -5,6 +6,23 @@ import { classifyClickHouseError, InputError, isServerError, type ClickHouseClie
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
 const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
+
+/** What `QUERY_CHANNEL` carries when a named query has run (or failed). */
+export interface QueryFinished {
+  /** The query's name (its file's `-- name:`): a bounded set, fit for a metric label. */
+  name: string;
+  /** From sending the query to having its rows parsed (or the failure). */
+  seconds: number;
+  ok: boolean;
+}
+
+/**
+ * The node:diagnostics_channel on which every named query run through this module is announced once it ends, so that
+ * a process serving them (the read API) can time them without each caller passing a recorder along. Publishing costs
+ * nothing while no one subscribes.
+ */
+export const QUERY_CHANNEL = 'holdscope:query';
+const queryChannel = diagnosticsChannel.channel(QUERY_CHANNEL);
 
 const SQL_DIR = join(dirname(fileURLToPath(import.meta.url)), 'sql');
 
@@ -123,6 +141,8 @@ export async function runQueryCapped<T = Record<string, unknown>>(
 }
 
 async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, string>): Promise<T[]> {
+  const started = performance.now();
+  let ok = false;
   try {
     const result = await client.query({
       query: sql,
@@ -130,11 +150,15 @@ async function execute<T>(client: ClickHouseClient, name: string, sql: string, p
       query_params: params,
       clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
     });
-    return (await result.json()) as T[];
+    const rows = (await result.json()) as T[];
+    ok = true;
+    return rows;
   } catch (error) {
     if (isServerError(error) && PARAMETER_ERROR_CODES.has(error.code)) {
       throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
     }
     throw classifyClickHouseError(error, `query ${name}`);
+  } finally {
+    if (queryChannel.hasSubscribers) queryChannel.publish({ name, seconds: (performance.now() - started) / 1000, ok } satisfies QueryFinished);
   }
 }

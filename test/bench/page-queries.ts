@@ -1,5 +1,6 @@
 import type { ClickHouseClient } from '../../common/index.ts';
 import { migrate, rebuildLifecycleRecords } from '../../pipeline/index.ts';
+import { DEFAULT_FLAG_LIMIT_PER_KIND } from '../../queries/index.ts';
 import { percentile } from './freshness.ts';
 
 async function scalar(client: ClickHouseClient, query: string, params: Record<string, unknown> = {}): Promise<number> {
@@ -86,6 +87,12 @@ export async function timePageRequests(options: { apiUrl: string; from: string; 
   const id = encodeURIComponent(options.requestId);
   const endpoints: { path: string; page: EndpointLatency['page'] }[] = [
     { path: `/api/flags?${window}`, page: 'on-call' },
+    // The five queries /api/flags runs at once, each alone, with the parameters it gives them: which of them its
+    // time follows.
+    { path: `/api/queries/flags_lifecycle?${window}&limit_per_kind=${DEFAULT_FLAG_LIMIT_PER_KIND}`, page: 'on-call' },
+    { path: `/api/queries/late_write_victims?${window}&writers_per_cluster=${DEFAULT_FLAG_LIMIT_PER_KIND}`, page: 'on-call' },
+    { path: `/api/queries/transfer_tails?${window}`, page: 'on-call' },
+    { path: `/api/queries/kv_pinned?${window}`, page: 'on-call' },
     { path: `/api/queries/hold_resolution_groups?${window}`, page: 'on-call' },
     { path: `/charts/resolution.json?${window}`, page: 'on-call' },
     { path: `/charts/tails.json?${window}`, page: 'on-call' },

@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Registry } from 'prom-client';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -118,6 +119,44 @@ describe('detections against the simulator ground truth', () => {
     assert.equal(late[0]?.severity, 'critical');
     assert.deepEqual(late[0]?.evidence.victims, [{ request_id: 'room-B', generation: 0, pages: range(14, 32) }]);
     assert.match(late[0]?.summary ?? '', /room-B\/0/);
+  });
+
+  it('times its requests by route and the named queries behind them on /metrics', async () => {
+    const database = randomDatabase('timed');
+    await migrate(client, { database, retentionDays: 30 });
+    const registry = new Registry();
+    // Two servers on one registry (one of them over a database that does not exist) share its histograms, and each
+    // query is counted once however many servers observe the process's queries.
+    const api = await startHttpServer({ port: 0, host: '127.0.0.1', client, database, log: quietLog, metricsRegistry: registry });
+    const broken = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: `${database}_missing`, log: quietLog, metricsRegistry: registry });
+    const range = `from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}`;
+    const five = ['flags_lifecycle', 'late_write_victims', 'hold_resolution_groups', 'transfer_tails', 'kv_pinned'];
+    const count = (text: string, metric: string, labels: string) => Number(new RegExp(`^${metric}_count\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    try {
+      const base = `http://127.0.0.1:${api.port}`;
+      assert.equal((await fetch(`${base}/api/flags?${range}`)).status, 200);
+      assert.equal((await fetch(`${base}/api/lifecycles/no-such-request`)).status, 404);
+      assert.equal((await fetch(`${base}/api/queries/longest_holds?from=yesterday&to=2026-01-01T00:00:00Z`)).status, 400);
+      assert.equal((await fetch(`${base}/api/queries/longest_holds?${range}`)).status, 200);
+      const failed = await fetch(`http://127.0.0.1:${broken.port}/api/queries/longest_holds?${range}`);
+      assert.ok(failed.status >= 500, `a missing database answers ${failed.status}`);
+      const text = await (await fetch(`${base}/metrics`)).text();
+      for (const name of five) assert.equal(count(text, 'holdscope_query_duration_seconds', `query="${name}",outcome="ok"`), 1, name);
+      assert.equal(count(text, 'holdscope_query_duration_seconds', 'query="longest_holds",outcome="ok"'), 1);
+      assert.equal(count(text, 'holdscope_query_duration_seconds', 'query="longest_holds",outcome="error"'), 1);
+      assert.equal(count(text, 'holdscope_http_request_duration_seconds', 'route="/api/flags",status="200"'), 1);
+      // The route's pattern, never the request id of the path.
+      assert.equal(count(text, 'holdscope_http_request_duration_seconds', 'route="/api/lifecycles/:requestId",status="404"'), 1);
+      assert.doesNotMatch(text, /no-such-request/);
+      assert.equal(count(text, 'holdscope_http_request_duration_seconds', 'route="/api/queries/:name",status="400"'), 1);
+      assert.equal(count(text, 'holdscope_http_request_duration_seconds', `route="/api/queries/:name",status="${failed.status}"`), 1);
+    } finally {
+      await api.close();
+      await broken.close();
+    }
+    // Closed servers observe nothing more.
+    await runQuery(client, database, 'kv_pinned', { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' });
+    assert.equal(count(await registry.metrics(), 'holdscope_query_duration_seconds', 'query="kv_pinned",outcome="ok"'), 1);
   });
 
   it('treats a parameter carrying SQL as a value', async () => {
