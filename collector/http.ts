@@ -45,7 +45,7 @@ function takeBody(req: Request): Buffer {
 function decodeAndTriage(body: Buffer, encoding: Encoding, decodeLimits: DecodeLimits, triageLimits: TriageLimits): Triage | { status: 400 | 413; message: string } {
   try {
     const decoded: BoundedDecode = encoding === 'json' ? decodeOtlpJsonBounded(body, decodeLimits) : decodeOtlpProtobufBounded(body, decodeLimits);
-    return triage(decoded.request, triageLimits, new Date(), decoded.cut);
+    return triage(decoded.request, triageLimits, new Date(), decoded.cut, decoded.spanBytes);
   } catch (error) {
     if (error instanceof LimitError) return { status: 413, message: error.message };
     if (error instanceof InputError) return { status: 400, message: error.message };

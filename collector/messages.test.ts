@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Attr, decodeOtlpJson, decodeOtlpProtobuf, forEachSpan, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
-import { decodeOtlpProtobufBounded, encodeOtlpProtobuf, LimitError } from '../contract/otlp-proto.ts';
+import { assembleOtlpProtobuf, decodeOtlpProtobufBounded, encodeOtlpProtobuf, encodeOtlpResource, encodeOtlpScope, encodeOtlpSpan, LimitError } from '../contract/otlp-proto.ts';
 import { attributeProblem, BATCH_OVERHEAD_BYTES, MESSAGE_HEADERS, recordBytes, rejectionSummary, triage, valueProblem, type TriageLimits } from './messages.ts';
 
 function attrs(entries: Record<string, AttrValue>): AttrMap {
@@ -117,6 +117,28 @@ describe('triage', () => {
     const out = triage(request(spans), LIMITS);
     assert.equal(out.messages.length, 1);
     assert.ok(out.messages[0]!.value.equals(Buffer.from(encodeOtlpProtobuf(request(spans)))));
+  });
+
+  it('passes a protobuf span on with its own bytes, which decode to the same span and keep what the model drops', () => {
+    const [kept, other, rejected] = [hold('r-raw'), hold('r-other'), hold('r-raw', { [Attr.generation]: 'zero' })];
+    // pd.hold with an event (Span field 11: an Event named "abc"), which the model has no place for.
+    const withEvent = Buffer.concat([encodeOtlpSpan(kept), Buffer.from([0x5a, 5, 0x12, 3, 0x61, 0x62, 0x63])]);
+    const scope = { name: 'test', version: '1' };
+    const body = assembleOtlpProtobuf([{ resource: encodeOtlpResource(RESOURCE), scopeSpans: [{ scope: encodeOtlpScope(scope), spans: [withEvent, encodeOtlpSpan(other), encodeOtlpSpan(rejected)] }] }]);
+    const decoded = decodeOtlpProtobufBounded(body, { maxSpans: 10, maxAttributes: 128, maxValueItems: 4096, maxDecodedBytes: 1 << 26 });
+    const out = triage(decoded.request, LIMITS, new Date(), decoded.cut, decoded.spanBytes);
+    assert.equal(out.accepted, 2);
+    assert.equal(out.rejections.length, 1);
+    const raw = out.messages.find((m) => m.key === 'default/r-raw');
+    assert.ok(raw && raw.value.includes(withEvent), 'the span as it came, event included');
+    // The same spans as the decoded request's, resource and scope too, whichever way the message was built.
+    const encoded = triage(decoded.request, LIMITS);
+    assert.equal(encoded.messages.length, out.messages.length);
+    for (const [n, m] of out.messages.entries()) {
+      assert.equal(m.key, encoded.messages[n]!.key);
+      assert.deepEqual(decodeOtlpProtobuf(m.value), decodeOtlpProtobuf(encoded.messages[n]!.value));
+    }
+    assert.ok(!encoded.messages.some((m) => m.value.includes(withEvent)), 'encoding the decoded span again drops the event');
   });
 
   it('rejects a span too large for a message on its own, with a clear reason and a small dead letter', () => {

@@ -75,6 +75,7 @@ const MAX_SPAN_NAME = 256;
 const clusterOf = (resource: AttrMap) => (typeof resource['pd.cluster'] === 'string' ? (resource['pd.cluster'] as string) : 'default');
 
 const NO_CUTS: ReadonlyMap<AttrMap, Cut> = new Map();
+const NO_SPAN_BYTES: ReadonlyMap<OtlpSpan, Uint8Array> = new Map();
 
 /** An upper bound of the bytes a length-delimited field of `length` bytes takes (tag, and a length of at most 5 bytes). */
 const field = (length: number) => length + 6;
@@ -85,7 +86,13 @@ const field = (length: number) => length + 6;
  * its resource exceeds the limits (or was cut short while decoding: `cut`), or when it alone would make a
  * message over `maxMessageBytes`.
  */
-export function triage(request: OtlpTraceRequest, limits: TriageLimits, receivedAt = new Date(), cut: ReadonlyMap<AttrMap, Cut> = NO_CUTS): Triage {
+export function triage(
+  request: OtlpTraceRequest,
+  limits: TriageLimits,
+  receivedAt = new Date(),
+  cut: ReadonlyMap<AttrMap, Cut> = NO_CUTS,
+  spanBytes: ReadonlyMap<OtlpSpan, Uint8Array> = NO_SPAN_BYTES,
+): Triage {
   const maxAttributes = limits.maxAttributes ?? 128;
   const maxMessageBytes = limits.maxMessageBytes ?? 1_000_000;
   const maxRequestKafkaBytes = limits.maxRequestKafkaBytes ?? Infinity;
@@ -132,7 +139,8 @@ export function triage(request: OtlpTraceRequest, limits: TriageLimits, received
             resource.bytes ??= encodeOtlpResource(rs.resource);
             let scope = scopes.get(ss.scope);
             if (!scope) scopes.set(ss.scope, (scope = encodeOtlpScope(ss.scope)));
-            bytes = encodeOtlpSpan(span);
+            // A protobuf span goes on as it came (encoding it again was a sixth of the collector's time).
+            bytes = spanBytes.get(span) ?? encodeOtlpSpan(span);
             const alone = recordBytes(key, field(field(resource.bytes.length) + field(field(scope.length) + field(bytes.length))), MESSAGE_HEADERS);
             if (alone > recordBudget) {
               rejection = {

@@ -106,6 +106,12 @@ export interface BoundedDecode {
    * spans must be rejected, with this reason, never forwarded as they are.
    */
   cut: Map<AttrMap, Cut>;
+  /**
+   * Each decoded span's own protobuf bytes (a view of the body, not a copy), for a forwarder to pass on as they came
+   * rather than encode the decoded span again: they decode to the same span, and keep what the model has no place
+   * for (events, links, unknown fields). Spans outside `attributesOnlyWithPrefix` have none; a JSON decode, none at all.
+   */
+  spanBytes?: ReadonlyMap<OtlpSpan, Uint8Array>;
 }
 
 /** A body within the size limit whose content still exceeds a decode limit: too large (413), not malformed. */
@@ -176,7 +182,7 @@ function decodeWith(body: Uint8Array, limits: DecodeLimits | undefined): Bounded
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   const decoder = new PbDecoder(buf, limits);
   try {
-    return { request: decoder.request(), cut: decoder.cut };
+    return { request: decoder.request(), cut: decoder.cut, spanBytes: decoder.spanBytes };
   } catch (err) {
     if (err instanceof LimitError) throw err;
     if (err instanceof WireError) throw new InputError(`protobuf: ${err.message}`);
@@ -207,6 +213,7 @@ class PbDecoder {
   private j = 0;
   private k = -1;
   readonly cut = new Map<AttrMap, Cut>();
+  readonly spanBytes = new Map<OtlpSpan, Uint8Array>();
 
   constructor(
     private readonly buf: Buffer,
@@ -303,6 +310,7 @@ class PbDecoder {
   }
 
   private span(end: number): OtlpSpan {
+    const start = this.pos;
     const limits = this.limits;
     if (limits) this.spans = countSpanWithin(this.spans, limits.maxSpans);
     const span = emptySpan(NO_ATTRIBUTES);
@@ -359,6 +367,7 @@ class PbDecoder {
     const after = this.pos;
     span.attributes = keyValues ? this.attributes(keyValues) : this.newMap();
     this.pos = after;
+    this.spanBytes.set(span, this.buf.subarray(start, end));
     return span;
   }
 
