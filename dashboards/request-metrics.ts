@@ -9,7 +9,7 @@ const SECONDS_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /**
  * How long the HTTP server's requests and the named queries behind them take, for the on-call page's own health: when
  * /api/flags is slow during an incident, the per-query histogram says which of its queries is (docs/runbooks.md,
- * HoldscopeOnCallPageSlow). Labels stay bounded: the route pattern (never the request id in a path), the status code
+ * HoldscopeQueriesSlow). Labels stay bounded: the route pattern (never the request id in a path), the status code
  * and the query's name.
  */
 export interface RequestMetrics {
