@@ -163,7 +163,7 @@ export const DECODE_COST = {
 const COST = DECODE_COST;
 
 export function decodeOtlpProtobuf(body: Uint8Array): OtlpTraceRequest {
-  return decodeWith(body, undefined).request;
+  return decodeWith(body, undefined, false).request;
 }
 
 /**
@@ -173,14 +173,15 @@ export function decodeOtlpProtobuf(body: Uint8Array): OtlpTraceRequest {
  * attributes.
  */
 export function decodeOtlpProtobufBounded(body: Uint8Array, limits: DecodeLimits): BoundedDecode {
-  return decodeWith(body, limits);
+  return decodeWith(body, limits, true);
 }
 
-function decodeWith(body: Uint8Array, limits: DecodeLimits | undefined): BoundedDecode {
+function decodeWith(body: Uint8Array, limits: DecodeLimits | undefined, keepSpanBytes: boolean): BoundedDecode {
   if (!(body instanceof Uint8Array)) throw new InputError('protobuf: body must be bytes');
   // A Buffer for native UTF-8 and hex decoding of slices.
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  const decoder = new PbDecoder(buf, limits);
+  // Only a forwarder (the collector, through the bounded decode) passes spans on: a reader's decode keeps no views.
+  const decoder = new PbDecoder(buf, limits, keepSpanBytes);
   try {
     return { request: decoder.request(), cut: decoder.cut, spanBytes: decoder.spanBytes };
   } catch (err) {
@@ -218,6 +219,7 @@ class PbDecoder {
   constructor(
     private readonly buf: Buffer,
     private readonly limits: DecodeLimits | undefined,
+    private readonly keepSpanBytes: boolean,
   ) {}
 
   where(): string {
@@ -367,7 +369,7 @@ class PbDecoder {
     const after = this.pos;
     span.attributes = keyValues ? this.attributes(keyValues) : this.newMap();
     this.pos = after;
-    this.spanBytes.set(span, this.buf.subarray(start, end));
+    if (this.keepSpanBytes) this.spanBytes.set(span, this.buf.subarray(start, end));
     return span;
   }
 
