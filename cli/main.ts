@@ -75,7 +75,7 @@ addStorageOptions(
     .option('--group-id <id>', 'consumer group (default holdscope-pipeline)')
     .option('--max-batch-rows <n>', 'rows per INSERT (default 50000)')
     .option('--linger-ms <ms>', 'how long rows wait for more before an INSERT (default 200)')
-    .option('--refresh-interval-ms <ms>', 'least time between two refreshes of the stored records; the window queries trail by up to this more (default 0)')
+    .option('--refresh-interval-ms <ms>', 'least time between two refreshes of the stored records while rows keep coming; the window queries trail by up to this more (default 1000)')
     .option('--partitions-consumed-concurrently <n>', 'partitions processed at once (default 8)')
     .option('--max-bytes-per-partition <n>', 'bytes fetched per partition per request (default 1 MiB)')
     .option('--max-in-flight-bytes <n>', 'encoded rows handed to ClickHouse and not yet acknowledged before the consumer waits (default 24 MiB)')

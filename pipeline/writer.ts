@@ -38,6 +38,13 @@ interface RefreshRequest {
   waiters: Waiter[];
 }
 
+/**
+ * A round waiting out the refresh interval starts at once when no rows have come for this long and none are being
+ * inserted: its writers are then all the upstream has (a consumer at its in-flight bound, a quiet stream), so waiting
+ * coalesces nothing and only stalls them. Live traffic at thousands of spans/s writes every few ms.
+ */
+const REFRESH_QUIET_MS = 50;
+
 /** Lifecycle keys one record refresh round takes at most (before duplicates are dropped): its writers wait for all of them. */
 const MAX_KEYS_PER_REFRESH_ROUND = 10_000;
 
@@ -59,8 +66,8 @@ function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { ta
  * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both; while ClickHouse
  * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
  *
- * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs`, each taking every batch
- * stored since the last began: spans are visible (through the lifecycles view) as soon as they are inserted, and a
+ * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs` while rows keep coming
+ * (REFRESH_QUIET_MS), each taking every batch stored since the last began: spans are visible (through the lifecycles view) as soon as they are inserted, and a
  * lifecycle that several batches touched is recomputed once. Refreshes that fall behind hold their writers, which
  * holds the consumer's fetches.
  */
@@ -76,12 +83,18 @@ export class SpanWriter {
   private stopped = false;
   /** performance.now() when the last refresh round began. */
   private lastRefreshStart = -Infinity;
+  /** performance.now() of the last write, and INSERTs under way: whether more rows are on their way to a round. */
+  private lastWriteAt = -Infinity;
+  private insertsRunning = 0;
+  /** Ends the wait of a round for its interval early (shutdown). */
+  private wakeRefresh: (() => void) | undefined;
 
   constructor(private readonly options: SpanWriterOptions) {}
 
   /** Resolves once every row is in ClickHouse. `keepAlive` runs during retries (Kafka heartbeats). */
   write(batch: EncodedRows, keepAlive?: () => Promise<void>): Promise<void> {
     if (batch.rows === 0) return Promise.resolve();
+    this.lastWriteAt = performance.now();
     return new Promise((resolve, reject) => {
       this.pending.push({ batch, keepAlive, resolve, reject });
       this.pendingRows += batch.rows;
@@ -123,6 +136,7 @@ export class SpanWriter {
   private async insertPending(): Promise<void> {
     while (this.pending.length > 0) {
       const { taken: batch, size: count } = takeUpTo(this.pending, this.options.maxBatchRows, (p) => p.batch.rows);
+      this.insertsRunning++;
       try {
         await this.insertWithRetry(batch.map((p) => p.batch.text), count, batch);
       } catch (error) {
@@ -130,6 +144,8 @@ export class SpanWriter {
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
         this.pendingRows = 0;
         throw error;
+      } finally {
+        this.insertsRunning--;
       }
       // The rows are stored; the batch's text is not needed any more, only its lifecycle keys (deduplicated once,
       // per refresh round).
@@ -144,8 +160,7 @@ export class SpanWriter {
     try {
       while (this.refreshQueue.length > 0) {
         // Waiting lets the batches stored meanwhile share this round; a stopping writer does not wait.
-        const wait = this.lastRefreshStart + (this.options.refreshIntervalMs ?? 0) - performance.now();
-        if (wait > 0 && !this.stopped) await sleep(wait);
+        await this.refreshDue();
         this.lastRefreshStart = performance.now();
         const { taken } = takeUpTo(this.refreshQueue, MAX_KEYS_PER_REFRESH_ROUND, (r) => r.keys.length);
         const keys = new LifecycleKeySet();
@@ -155,6 +170,27 @@ export class SpanWriter {
       }
     } finally {
       this.refreshing = undefined;
+    }
+  }
+
+  /** Resolves when the next round may start: the interval is over, the writer is stopping, or no more rows are coming. */
+  private async refreshDue(): Promise<void> {
+    const dueAt = this.lastRefreshStart + (this.options.refreshIntervalMs ?? 0);
+    for (;;) {
+      const now = performance.now();
+      if (now >= dueAt || this.stopped) return;
+      const quietFor = now - this.lastWriteAt;
+      if (quietFor >= REFRESH_QUIET_MS && this.pending.length === 0 && this.insertsRunning === 0) return;
+      // Until the stream could have gone quiet, or (rows pending or inserting) a tenth of that later.
+      const ms = Math.max(1, Math.min(dueAt - now, quietFor < REFRESH_QUIET_MS ? REFRESH_QUIET_MS - quietFor : REFRESH_QUIET_MS / 10));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        this.wakeRefresh = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeRefresh = undefined;
     }
   }
 
@@ -220,6 +256,7 @@ export class SpanWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.stopped = true;
+    this.wakeRefresh?.();
     await this.flush().catch(() => undefined);
   }
 }

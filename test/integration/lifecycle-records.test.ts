@@ -289,31 +289,58 @@ describe('stored lifecycle records', () => {
     }
   });
 
-  it('refresh at most once per interval: the first batch at once, the batches stored meanwhile in one round', async () => {
+  it('refresh at most once per interval while rows keep coming: the first batch at once, the batches stored meanwhile in few rounds', async () => {
     const database = randomDatabase('records');
     await migrate(client, { database, retentionDays: 30 });
     const metrics = createPipelineMetrics();
-    const intervalMs = 3000;
+    const intervalMs = 1000;
     const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, refreshIntervalMs: intervalMs, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
     const hold = (i: number) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${i}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
     const started = performance.now();
     await writer.write(encodeRows([hold(0)]));
     const firstMs = performance.now() - started;
     assert.ok(firstMs < intervalMs, `the first batch waited ${Math.round(firstMs)} ms for its records`);
-    // Five batches, each its own INSERT, while the next round waits for the interval.
+    // A batch every 10 ms for 2.5 s, each its own INSERT: back to back, rounds would follow one another every few
+    // tens of ms; spaced, one a second while the stream lasts and one once it is quiet.
     const writes: Promise<void>[] = [];
-    for (let i = 1; i <= 5; i++) {
-      writes.push(writer.write(encodeRows([hold(i)])));
-      await new Promise((r) => setTimeout(r, 50));
+    let written = 1;
+    for (const until = performance.now() + 2500; performance.now() < until; written++) {
+      writes.push(writer.write(encodeRows([hold(written)])));
+      await new Promise((r) => setTimeout(r, 10));
     }
     await Promise.all(writes);
-    assert.ok(performance.now() - started >= intervalMs, 'the second round began before the interval ended');
-    const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
-    assert.equal(rounds, 2);
+    const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    assert.ok(rounds >= 2 && rounds <= 5, `${rounds} refresh rounds for ${written} batches over 2.5 s at one a second`);
     const stored = await storedRecords(client, database);
-    assert.equal(stored.length, 6);
+    assert.equal(stored.length, written);
     assert.deepEqual(stored, await viewRecords(client, database));
     await writer.shutdown();
+  });
+
+  it('refresh at once when the stream goes quiet, however long the interval: a consumer at its bound is not held', async () => {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, refreshIntervalMs: 600_000, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
+    const hold = (i: number) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${i}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    try {
+      await writer.write(encodeRows([hold(0)]));
+      const started = performance.now();
+      // Within the interval of the first round: only the quiet after it lets this one start.
+      let timer: NodeJS.Timeout | undefined;
+      const stored = await Promise.race([
+        writer.write(encodeRows([hold(1)])).then(() => true),
+        new Promise<false>((r) => (timer = setTimeout(() => r(false), 30_000))),
+      ]);
+      clearTimeout(timer);
+      assert.ok(stored, `the second batch still waited for its records after ${Math.round(performance.now() - started)} ms`);
+      const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
+      assert.equal(rounds, 2);
+      assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
+      assert.equal((await storedRecords(client, database)).length, 2);
+    } finally {
+      await writer.shutdown();
+    }
   });
 
   it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
