@@ -16,7 +16,7 @@ import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
 import { buildWorkload, measureFreshness, percentile } from './freshness.ts';
-import { buildQueryDataset, PAGE_WARM_UPS, timePageRequests } from './page-queries.ts';
+import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
 import { drainThroughPipeline, PIPELINE_HEAP_MB, spawnPipeline } from './pipeline-process.ts';
 import { progress, report, stage, type Figure } from './report.ts';
 
@@ -127,6 +127,14 @@ try {
   stage('building the query dataset');
   const dataset = await buildQueryDataset({ client, templateDb: pipelineDb, database: queryDb, lifecycles: settings.lifecycles, endMs, onProgress: (n) => progress(`query dataset: ${n} lifecycles`) });
   figures.push({ name: 'query dataset', value: dataset.lifecycles, unit: 'lifecycles', note: `${dataset.spans} spans over ${dataset.hours.toFixed(1)} h ending now, built in ${dataset.seconds.toFixed(0)} s` });
+  stage("waiting for the dataset's background merges");
+  const merges = await settleMerges(client, { timeoutMs: (quick ? 1 : 15) * 60_000, onProgress: (n) => progress(`background merges: ${n} running`) });
+  figures.push({
+    name: 'merges settled',
+    value: Math.round(merges.seconds),
+    unit: 's',
+    note: `${merges.mergesAtStart} merges running when the load ended${merges.tablesAtStart.length ? ` (${merges.tablesAtStart.join(', ')})` : ''}${merges.settled ? '' : '; still merging when the wait gave up'}`,
+  });
   const queryApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: queryDb, log: quietLog });
   let latencies;
   try {
@@ -163,6 +171,7 @@ try {
       offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
       query_p95_ms: Math.round(queryP95),
       query_lifecycles: dataset.lifecycles,
+      merges_settled_s: Math.round(merges.seconds),
     },
   });
 } finally {

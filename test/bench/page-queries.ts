@@ -60,6 +60,47 @@ export async function buildQueryDataset(options: {
   return { lifecycles, spans, hours: (copies * slotMs) / 3_600_000, seconds: (performance.now() - started) / 1000 };
 }
 
+export interface MergesSettled {
+  /** How long the wait took. */
+  seconds: number;
+  /** Merges running when the wait began, and the tables they were merging. */
+  mergesAtStart: number;
+  tablesAtStart: string[];
+  /** False when merges were still running when the wait gave up. */
+  settled: boolean;
+}
+
+/**
+ * Waits until the ClickHouse server runs no background merge or mutation, polled every `pollMs`, for at most
+ * `timeoutMs`. Loading the dataset inserts eleven hours of traffic in minutes, which leaves a backlog of merges no live
+ * table carries (a live one merges as it goes, at its ingest rate) on the same cores as the timed queries: the pages
+ * are timed once it has cleared, as a server that has run for hours before an incident has cleared it.
+ * Quiet on three polls in a row: one merge ending often schedules the next.
+ */
+export async function settleMerges(client: ClickHouseClient, options: { timeoutMs: number; pollMs?: number; onProgress?: (merges: number) => void }): Promise<MergesSettled> {
+  const started = performance.now();
+  const pollMs = options.pollMs ?? 1000;
+  const busy = async () => {
+    const rows = await (
+      await client.query({
+        query: `SELECT (SELECT count() FROM system.merges) + (SELECT count() FROM system.mutations WHERE NOT is_done) AS n,
+                       (SELECT groupUniqArray(concat(database, '.', table)) FROM system.merges) AS tables`,
+        format: 'JSONEachRow',
+      })
+    ).json<{ n: number | string; tables: string[] }>();
+    return { n: Number(rows[0]?.n ?? 0), tables: rows[0]?.tables ?? [] };
+  };
+  const first = await busy();
+  let quiet = first.n === 0 ? 1 : 0;
+  while (quiet < 3 && performance.now() - started < options.timeoutMs) {
+    await new Promise((r) => setTimeout(r, pollMs));
+    const now = await busy();
+    options.onProgress?.(now.n);
+    quiet = now.n === 0 ? quiet + 1 : 0;
+  }
+  return { seconds: (performance.now() - started) / 1000, mergesAtStart: first.n, tablesAtStart: first.tables.sort(), settled: quiet >= 3 };
+}
+
 export interface EndpointLatency {
   path: string;
   page: 'on-call' | 'request';
