@@ -67,8 +67,8 @@ function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { ta
  * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
  *
  * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs` while rows keep coming
- * (REFRESH_QUIET_MS), each taking every batch stored since the last began: spans are visible (through the lifecycles view) as soon as they are inserted, and a
- * lifecycle that several batches touched is recomputed once. Refreshes that fall behind hold their writers, which
+ * (REFRESH_QUIET_MS), each taking every batch stored since the last began: spans are visible (through the lifecycles
+ * view) as soon as they are inserted, and a lifecycle that several batches touched is recomputed once. Refreshes that fall behind hold their writers, which
  * holds the consumer's fetches.
  */
 export class SpanWriter {
