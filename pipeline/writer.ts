@@ -86,7 +86,7 @@ export class SpanWriter {
   /** performance.now() of the last write, and INSERTs under way: whether more rows are on their way to a round. */
   private lastWriteAt = -Infinity;
   private insertsRunning = 0;
-  /** Ends the wait of a round for its interval early (shutdown). */
+  /** Ends the wait of a round for its interval early, to look again (an INSERT ended) or to stop (shutdown). */
   private wakeRefresh: (() => void) | undefined;
 
   constructor(private readonly options: SpanWriterOptions) {}
@@ -146,6 +146,8 @@ export class SpanWriter {
         throw error;
       } finally {
         this.insertsRunning--;
+        // A round waiting for the inserts to end looks again (it does not poll).
+        this.wakeRefresh?.();
       }
       // The rows are stored; the batch's text is not needed any more, only its lifecycle keys (deduplicated once,
       // per refresh round).
@@ -181,8 +183,8 @@ export class SpanWriter {
       if (now >= dueAt || this.stopped) return;
       const quietFor = now - this.lastWriteAt;
       if (quietFor >= REFRESH_QUIET_MS && this.pending.length === 0 && this.insertsRunning === 0) return;
-      // Until the stream could have gone quiet, or (rows pending or inserting) a tenth of that later.
-      const ms = Math.max(1, Math.min(dueAt - now, quietFor < REFRESH_QUIET_MS ? REFRESH_QUIET_MS - quietFor : REFRESH_QUIET_MS / 10));
+      // Until the stream could have gone quiet, or (rows pending or inserting) until an INSERT ends, which wakes it.
+      const ms = Math.max(1, quietFor < REFRESH_QUIET_MS ? Math.min(dueAt - now, REFRESH_QUIET_MS - quietFor) : dueAt - now);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, ms);
         this.wakeRefresh = () => {

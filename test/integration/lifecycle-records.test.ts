@@ -343,6 +343,35 @@ describe('stored lifecycle records', () => {
     }
   });
 
+  it('a round waiting out its interval behind an INSERT under way starts when that INSERT ends and the stream is quiet', async () => {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const bulkRows = 30_000;
+    // A lone row and then a batch too large to share its INSERT: the lone row's round waits while the bulk INSERT
+    // runs (hundreds of ms, past the quiet rule's 50), and nothing else would wake it before the interval ends.
+    const writer = new SpanWriter({ client, database, maxBatchRows: bulkRows, lingerMs: 1, refreshIntervalMs: 600_000, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
+    const hold = (i: number, requestId: string) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: requestId, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    try {
+      await writer.write(encodeRows([hold(0, 'room-0')]));
+      const started = performance.now();
+      const bulk = encodeRows(Array.from({ length: bulkRows }, (_, i) => hold(i + 2, `bulk-${i % 20}`)));
+      let timer: NodeJS.Timeout | undefined;
+      const stored = await Promise.race([
+        Promise.all([writer.write(encodeRows([hold(1, 'room-1')])), writer.write(bulk)]).then(() => true),
+        new Promise<false>((r) => (timer = setTimeout(() => r(false), 30_000))),
+      ]);
+      clearTimeout(timer);
+      assert.ok(stored, `the batches still waited for their records after ${Math.round(performance.now() - started)} ms`);
+      const inserts = (await metrics.insertSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
+      assert.equal(inserts, 3, 'the lone row and the bulk batch were inserted apart');
+      assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
+      assert.equal((await storedRecords(client, database)).length, 22);
+    } finally {
+      await writer.shutdown();
+    }
+  });
+
   it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
     const database = randomDatabase('records');
     await migrate(client, { database, retentionDays: 30 });
