@@ -1,7 +1,9 @@
 /**
  * `npm run bench [-- --quick]`: holdscope's throughput, freshness, query latency and memory, measured in one run
  * on one broker (librdkafka's mock cluster) and one ClickHouse server (chdb serving HTTP), so the ratios hold on a
- * noisy shared machine. Prints a table, then one JSON object as the last line.
+ * noisy shared machine. Prints a table, then one JSON object as the last line. Stages: 1-2 the ceiling and the
+ * pipeline draining one backlog (5, its memory); 3 freshness at the offered load, and at half of it in the full run;
+ * 4 the pages' requests over a large dataset.
  */
 import { Command } from 'commander';
 import { createHash } from 'node:crypto';
@@ -12,12 +14,11 @@ import { startClickHouseServer } from '../support/clickhouse-server.ts';
 import { kafkaForTests, startKafkaMock } from '../support/kafka-mock.ts';
 import { produceBacklog } from './backlog.ts';
 import { preSerialize, runCeiling } from './ceiling.ts';
-import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
-import { buildWorkload, measureFreshness, percentile } from './freshness.ts';
+import { runFreshnessStage, type FreshnessStageResult } from './freshness-stage.ts';
 import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
-import { drainThroughPipeline, PIPELINE_HEAP_MB, spawnPipeline } from './pipeline-process.ts';
+import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
 import { progress, report, stage, type Figure } from './report.ts';
 
 const program = new Command('bench')
@@ -26,10 +27,11 @@ const program = new Command('bench')
   .option('--lifecycles <n>', 'lifecycles in the query dataset (default 10,000,000; quick 50,000)')
   .option('--rate <spansPerSecond>', 'offered load of the freshness run (default 20,000; quick 5,000)')
   .option('--freshness-seconds <s>', 'length of the freshness run (default 60; quick 10)')
+  .option('--no-half-load', 'skip the second freshness run at half the offered load (the quick run always does)')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
   .parse();
-const opts = program.opts<{ quick?: boolean; spans?: string; lifecycles?: string; rate?: string; freshnessSeconds?: string; runs?: string; partitions?: string }>();
+const opts = program.opts<{ quick?: boolean; halfLoad: boolean; spans?: string; lifecycles?: string; rate?: string; freshnessSeconds?: string; runs?: string; partitions?: string }>();
 const quick = opts.quick === true;
 const settings = {
   spans: Number(opts.spans ?? (quick ? 100_000 : 1_000_000)),
@@ -38,6 +40,8 @@ const settings = {
   freshnessSeconds: Number(opts.freshnessSeconds ?? (quick ? 10 : 60)),
   partitions: 0,
 };
+/** A second freshness run at half the load (about 80 s): the full run only. */
+const halfLoad = opts.halfLoad && !quick;
 // About 520 bytes per span in the collector's messages; 3.5 MB per partition leaves the mock's 5 MB some room.
 settings.partitions = Number(opts.partitions ?? Math.max(12, Math.ceil((settings.spans * 520) / 3.5e6)));
 for (const [key, value] of Object.entries(settings)) if (!Number.isFinite(value) || value <= 0) program.error(`--${key}: expected a positive number, got ${value}`);
@@ -82,44 +86,33 @@ try {
 
   await client.command({ query: `DROP DATABASE IF EXISTS ${ceilingDb}` });
 
-  // 3: freshness at a fixed offered load, collector → Kafka → pipeline process → ClickHouse → read API.
-  const freshTopic = `bench-fresh-${run}`;
-  const freshDb = `bench_fresh_${run}`;
-  await mock.createTopic(freshTopic, 12);
-  stage('freshness');
-  const workload = await buildWorkload({ rate: settings.rate, seconds: settings.freshnessSeconds, probeEvery: Math.max(1, Math.round(settings.rate / 256 / 4)), idPrefix: `f${run}`, startTimeMs: Date.now() });
-  stage('freshness: workload ready');
-  const collector = new Collector(collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic: freshTopic, deadLetterTopic: `${freshTopic}-dlq` }), { log: quietLog });
-  const collectorPort = await collector.start();
-  const freshPipeline = await spawnPipeline(['--kafka-brokers', mock.brokers.join(','), '--topics', freshTopic, '--group-id', `pipeline-${freshTopic}`, '--clickhouse-url', server.url, '--database', freshDb]);
-  const freshApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: freshDb, log: quietLog });
-  let fresh;
-  try {
-    // The group's first join takes seconds on the mock: wait until a first request is visible before timing.
-    const warmUp = workload.bodies[workload.bodies.length - 1];
-    if (warmUp) await fetch(`http://127.0.0.1:${collectorPort}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: warmUp.body });
-    for (let i = 0; i < 300 && ((await freshPipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++) await new Promise((r) => setTimeout(r, 100));
-    stage('freshness: pipeline ready, measuring');
-    fresh = await measureFreshness({
-      workload,
-      rate: settings.rate,
-      collectorUrl: `http://127.0.0.1:${collectorPort}`,
-      readApiUrl: `http://127.0.0.1:${freshApi.port}`,
-      pollMs: 100,
-      timeoutMs: quick ? 20_000 : 60_000,
-      onProgress: (sent, samples) => progress(`freshness: ${sent} spans sent, ${samples} probes seen`),
+  // 3: freshness at a fixed offered load, collector → Kafka → pipeline process → ClickHouse → read API; then, in the
+  // full run, at half that load: what the goal's load costs in freshness against what a host below saturation gives.
+  const freshnessAt = (name: string, label: string, rate: number) =>
+    runFreshnessStage({
+      name: `${name}-${run}`,
+      label,
+      brokers: mock.brokers,
+      createTopic: (topic, partitions) => mock.createTopic(topic, partitions),
+      clickhouseUrl: server.url,
+      client,
+      rate,
+      seconds: settings.freshnessSeconds,
+      probeTimeoutMs: quick ? 20_000 : 60_000,
     });
-  } finally {
-    stage('freshness: stopping');
-    await freshApi.close();
-    await freshPipeline.stop();
-    await collector.shutdown();
-  }
-  const freshnessP50 = percentile(fresh.samplesMs, 50);
-  const freshnessP99 = percentile(fresh.samplesMs, 99);
+  const fresh = await freshnessAt('fresh', 'freshness', settings.rate);
+  const freshnessP50 = fresh.p50Ms;
+  const freshnessP99 = fresh.p99Ms;
+  const unseenNote = (r: FreshnessStageResult) => (r.unseen > 0 ? `${r.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined);
   figures.push({ name: 'offered load', value: Math.round(fresh.offeredSpansPerSecond), unit: 'spans/s', note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried` });
   figures.push({ name: 'freshness p50', value: Math.round(freshnessP50), unit: 'ms', note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms` });
-  figures.push({ name: 'freshness p99', value: Math.round(freshnessP99), unit: 'ms', goal: '< 2000', ok: freshnessP99 < 2000 && fresh.unseen === 0, note: fresh.unseen > 0 ? `${fresh.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined });
+  figures.push({ name: 'freshness p99', value: Math.round(freshnessP99), unit: 'ms', goal: '< 2000', ok: freshnessP99 < 2000 && fresh.unseen === 0, note: unseenNote(fresh) });
+  let half: FreshnessStageResult | undefined;
+  if (halfLoad) {
+    half = await freshnessAt('fresh-half', 'freshness at half the load', Math.round(settings.rate / 2));
+    figures.push({ name: '  at half the load: offered', value: Math.round(half.offeredSpansPerSecond), unit: 'spans/s', note: `${half.rejected} requests refused or failed and retried` });
+    figures.push({ name: '  at half the load: freshness p99', value: Math.round(half.p99Ms), unit: 'ms', note: unseenNote(half) ?? `p50 ${Math.round(half.p50Ms)} ms, ${half.samplesMs.length} probes` });
+  }
 
   // 4: the pages' queries over a large dataset.
   const queryDb = `bench_queries_${run}`;
@@ -169,6 +162,7 @@ try {
       freshness_p50_ms: Math.round(freshnessP50),
       freshness_p99_ms: Math.round(freshnessP99),
       offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
+      ...(half ? { half_load_offered_spans_per_s: Math.round(half.offeredSpansPerSecond), half_load_freshness_p99_ms: Math.round(half.p99Ms) } : {}),
       query_p95_ms: Math.round(queryP95),
       query_lifecycles: dataset.lifecycles,
       merges_settled_s: Math.round(merges.seconds),
