@@ -3,6 +3,7 @@
  * own, fed captured simulator requests at a fixed rate, with probe spans timed from export to visibility.
  */
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
 import { buildWorkload, measureFreshness, percentile, type FreshnessResult } from './freshness.ts';
@@ -21,7 +22,7 @@ export async function runFreshnessStage(options: {
   brokers: string[];
   createTopic: (topic: string, partitions: number) => Promise<void>;
   clickhouseUrl: string;
-  client: Parameters<typeof startHttpServer>[0]['client'];
+  client: ClickHouseClient;
   rate: number;
   seconds: number;
   /** How long a probe may stay unseen before it counts as never seen. */
