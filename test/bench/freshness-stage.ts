@@ -60,5 +60,7 @@ export async function runFreshnessStage(options: {
     await api.close();
     await pipeline.stop();
     await collector.shutdown();
+    // Its records are not read again, and their merges would share the cores with the stages after it.
+    await options.client.command({ query: 'DROP DATABASE IF EXISTS {db:Identifier}', query_params: { db: database } });
   }
 }
