@@ -68,8 +68,8 @@ function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { ta
  *
  * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs` while rows keep coming
  * (REFRESH_QUIET_MS), each taking every batch stored since the last began: spans are visible (through the lifecycles
- * view) as soon as they are inserted, and a lifecycle that several batches touched is recomputed once. Refreshes that fall behind hold their writers, which
- * holds the consumer's fetches.
+ * view) as soon as they are inserted, and a lifecycle that several batches touched is recomputed once. Refreshes
+ * that fall behind hold their writers, which holds the consumer's fetches.
  */
 export class SpanWriter {
   private pending: Pending[] = [];
@@ -183,8 +183,9 @@ export class SpanWriter {
       if (now >= dueAt || this.stopped) return;
       const quietFor = now - this.lastWriteAt;
       if (quietFor >= REFRESH_QUIET_MS && this.pending.length === 0 && this.insertsRunning === 0) return;
-      // Until the stream could have gone quiet, or (rows pending or inserting) until an INSERT ends, which wakes it.
-      const ms = Math.max(1, quietFor < REFRESH_QUIET_MS ? Math.min(dueAt - now, REFRESH_QUIET_MS - quietFor) : dueAt - now);
+      // Until the interval ends, or sooner the stream could have gone quiet; an INSERT ending or shutdown wakes it.
+      const untilQuiet = REFRESH_QUIET_MS - quietFor;
+      const ms = Math.max(1, untilQuiet > 0 ? Math.min(dueAt - now, untilQuiet) : dueAt - now);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, ms);
         this.wakeRefresh = () => {

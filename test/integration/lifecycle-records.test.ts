@@ -99,12 +99,39 @@ function span(over: Partial<SpanRow> & Pick<SpanRow, 'name' | 'span_id' | 'start
   };
 }
 
+/** A hold of one slot set, at the same time for every request: a lifecycle of its own per request id. */
+const heldSpan = (i: number, requestId = `room-${i}`) =>
+  span({ name: 'pd.hold', span_id: `h${i}`, request_id: requestId, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+
+/** How many observations a histogram has. */
+const observations = async (histogram: { get(): Promise<{ values: { metricName?: string; value: number }[] }> }) =>
+  (await histogram.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+
+/** Whether `work` settles within `ms` (a writer that waits out a long interval would not). */
+async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work.then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 describe('stored lifecycle records', () => {
   let client: ClickHouseClient;
   before(async () => {
     client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
   });
   after(() => client?.close());
+
+  /** A writer on a fresh database with short retries; `over` sets the batching and refresh options a test is about. */
+  async function writerOnNewDatabase(over: { maxBatchRows?: number; refreshIntervalMs?: number } = {}) {
+    const database = randomDatabase('records');
+    await migrate(client, { database, retentionDays: 30 });
+    const metrics = createPipelineMetrics();
+    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog, ...over });
+    return { database, metrics, writer };
+  }
 
   it('equal the view, lifecycle by lifecycle, after a mixed scenario, and again after a backfill of an upgraded database', async () => {
     const database = randomDatabase('records');
@@ -290,14 +317,10 @@ describe('stored lifecycle records', () => {
   });
 
   it('refresh at most once per interval while rows keep coming: the first batch at once, the batches stored meanwhile in few rounds', async () => {
-    const database = randomDatabase('records');
-    await migrate(client, { database, retentionDays: 30 });
-    const metrics = createPipelineMetrics();
     const intervalMs = 1000;
-    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, refreshIntervalMs: intervalMs, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
-    const hold = (i: number) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${i}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    const { database, metrics, writer } = await writerOnNewDatabase({ refreshIntervalMs: intervalMs });
     const started = performance.now();
-    await writer.write(encodeRows([hold(0)]));
+    await writer.write(encodeRows([heldSpan(0)]));
     const firstMs = performance.now() - started;
     assert.ok(firstMs < intervalMs, `the first batch waited ${Math.round(firstMs)} ms for its records`);
     // A batch every 10 ms for 2.5 s, each its own INSERT: back to back, rounds would follow one another every few
@@ -305,11 +328,11 @@ describe('stored lifecycle records', () => {
     const writes: Promise<void>[] = [];
     let written = 1;
     for (const until = performance.now() + 2500; performance.now() < until; written++) {
-      writes.push(writer.write(encodeRows([hold(written)])));
+      writes.push(writer.write(encodeRows([heldSpan(written)])));
       await new Promise((r) => setTimeout(r, 10));
     }
     await Promise.all(writes);
-    const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    const rounds = await observations(metrics.refreshSeconds);
     assert.ok(rounds >= 2 && rounds <= 5, `${rounds} refresh rounds for ${written} batches over 2.5 s at one a second`);
     const stored = await storedRecords(client, database);
     assert.equal(stored.length, written);
@@ -318,24 +341,14 @@ describe('stored lifecycle records', () => {
   });
 
   it('refresh at once when the stream goes quiet, however long the interval: a consumer at its bound is not held', async () => {
-    const database = randomDatabase('records');
-    await migrate(client, { database, retentionDays: 30 });
-    const metrics = createPipelineMetrics();
-    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, refreshIntervalMs: 600_000, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
-    const hold = (i: number) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: `room-${i}`, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    const { database, metrics, writer } = await writerOnNewDatabase({ refreshIntervalMs: 600_000 });
     try {
-      await writer.write(encodeRows([hold(0)]));
+      await writer.write(encodeRows([heldSpan(0)]));
       const started = performance.now();
       // Within the interval of the first round: only the quiet after it lets this one start.
-      let timer: NodeJS.Timeout | undefined;
-      const stored = await Promise.race([
-        writer.write(encodeRows([hold(1)])).then(() => true),
-        new Promise<false>((r) => (timer = setTimeout(() => r(false), 30_000))),
-      ]);
-      clearTimeout(timer);
+      const stored = await settlesWithin(writer.write(encodeRows([heldSpan(1)])), 30_000);
       assert.ok(stored, `the second batch still waited for its records after ${Math.round(performance.now() - started)} ms`);
-      const rounds = (await metrics.refreshSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
-      assert.equal(rounds, 2);
+      assert.equal(await observations(metrics.refreshSeconds), 2);
       assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
       assert.equal((await storedRecords(client, database)).length, 2);
     } finally {
@@ -344,27 +357,17 @@ describe('stored lifecycle records', () => {
   });
 
   it('a round waiting out its interval behind an INSERT under way starts when that INSERT ends and the stream is quiet', async () => {
-    const database = randomDatabase('records');
-    await migrate(client, { database, retentionDays: 30 });
-    const metrics = createPipelineMetrics();
     const bulkRows = 30_000;
     // A lone row and then a batch too large to share its INSERT: the lone row's round waits while the bulk INSERT
     // runs (hundreds of ms, past the quiet rule's 50), and nothing else would wake it before the interval ends.
-    const writer = new SpanWriter({ client, database, maxBatchRows: bulkRows, lingerMs: 1, refreshIntervalMs: 600_000, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
-    const hold = (i: number, requestId: string) => span({ name: 'pd.hold', span_id: `h${i}`, request_id: requestId, start_time: '2026-12-02 11:00:00.000000000', hold_timeout_ms: 30_000, slots: 4 });
+    const { database, metrics, writer } = await writerOnNewDatabase({ maxBatchRows: bulkRows, refreshIntervalMs: 600_000 });
     try {
-      await writer.write(encodeRows([hold(0, 'room-0')]));
+      await writer.write(encodeRows([heldSpan(0)]));
       const started = performance.now();
-      const bulk = encodeRows(Array.from({ length: bulkRows }, (_, i) => hold(i + 2, `bulk-${i % 20}`)));
-      let timer: NodeJS.Timeout | undefined;
-      const stored = await Promise.race([
-        Promise.all([writer.write(encodeRows([hold(1, 'room-1')])), writer.write(bulk)]).then(() => true),
-        new Promise<false>((r) => (timer = setTimeout(() => r(false), 30_000))),
-      ]);
-      clearTimeout(timer);
+      const bulk = encodeRows(Array.from({ length: bulkRows }, (_, i) => heldSpan(i + 2, `bulk-${i % 20}`)));
+      const stored = await settlesWithin(Promise.all([writer.write(encodeRows([heldSpan(1)])), writer.write(bulk)]), 30_000);
       assert.ok(stored, `the batches still waited for their records after ${Math.round(performance.now() - started)} ms`);
-      const inserts = (await metrics.insertSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value;
-      assert.equal(inserts, 3, 'the lone row and the bulk batch were inserted apart');
+      assert.equal(await observations(metrics.insertSeconds), 3, 'the lone row and the bulk batch were inserted apart');
       assert.deepEqual(await storedRecords(client, database), await viewRecords(client, database));
       assert.equal((await storedRecords(client, database)).length, 22);
     } finally {
@@ -373,10 +376,7 @@ describe('stored lifecycle records', () => {
   });
 
   it('hold a write until its records are stored: a failing refresh is retried, counted, and the write resolves after it succeeds', async () => {
-    const database = randomDatabase('records');
-    await migrate(client, { database, retentionDays: 30 });
-    const metrics = createPipelineMetrics();
-    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog });
+    const { database, metrics, writer } = await writerOnNewDatabase();
     // The refresh's table is gone (as after a botched manual change): spans still insert, records cannot.
     await client.command({ query: 'RENAME TABLE {db:Identifier}.lifecycle_records TO {db:Identifier}.lifecycle_records_away', query_params: { db: database } });
     let resolved = false;
