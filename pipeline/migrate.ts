@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, ConfigError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import { rebuildHoldMinutes } from './hold-minutes.ts';
 import { rebuildLifecycleRecords } from './records.ts';
 
 const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -91,20 +92,27 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   };
   // A migration that needs the records computed again is recorded only once they are: interrupted, it is applied
   // (and the records computed) again. Several such migrations in one run compute them once, after the last.
+  // Likewise for the hold minutes, which a computation of every record computes too.
   const awaitingRecords: Migration[] = [];
+  const awaitingHoldMinutes: Migration[] = [];
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
     for (const [i, statement] of m.statements.entries()) await run(statement, `migration ${m.name}, statement ${i + 1}`);
     if (RECOMPUTE_RECORDS_AFTER.has(m.version)) awaitingRecords.push(m);
+    else if (RECOMPUTE_HOLD_MINUTES_AFTER.has(m.version)) awaitingHoldMinutes.push(m);
     else await record(m);
   }
   if (awaitingRecords.length > 0) {
     await backfillRecords(client, options.database, log);
-    for (const m of awaitingRecords) await record(m);
+    for (const m of [...awaitingRecords, ...awaitingHoldMinutes]) await record(m);
+  } else if (awaitingHoldMinutes.length > 0) {
+    log?.info('computing the hold minutes of the held records already in ClickHouse');
+    await rebuildHoldMinutes(client, options.database);
+    for (const m of awaitingHoldMinutes) await record(m);
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
-  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket'], ['late_write_pages', 'landed_at'], ['page_allocations', 'allocated_at']]) {
+  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket'], ['late_write_pages', 'landed_at'], ['page_allocations', 'allocated_at'], ['hold_minutes', 'minute']]) {
     await run(
       `ALTER TABLE ${options.database}.${table}${local} ${onCluster} MODIFY TTL toDateTime(${column}) + INTERVAL ${options.retentionDays} DAY`,
       `setting the retention of ${table}`,
@@ -119,6 +127,9 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
  * records are written), 0005 changed their buckets (and emptied both record tables), 0006 the held records (as 0004).
  */
 const RECOMPUTE_RECORDS_AFTER = new Set([3, 4, 5, 6]);
+
+/** Migrations after which every hold minute is computed again from the held records: 0010 added them. */
+const RECOMPUTE_HOLD_MINUTES_AFTER = new Set([10]);
 
 async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
   const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });

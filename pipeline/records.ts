@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { TupleParam } from '@clickhouse/client';
 import { classifyClickHouseError, type ClickHouseClient } from '../common/index.ts';
+import { rebuildHoldMinutes, refreshHoldMinutes, type HoldMinute } from './hold-minutes.ts';
 
 /** A lifecycle's identity: (cluster, request id, generation). */
 export type LifecycleKey = readonly [cluster: string, requestId: string, generation: number];
@@ -8,6 +9,7 @@ export type LifecycleKey = readonly [cluster: string, requestId: string, generat
 const sql = (name: string) => readFileSync(new URL(`./sql/${name}.sql`, import.meta.url), 'utf8');
 const REFRESH = sql('refresh_lifecycle_records');
 const REBUILD = sql('rebuild_lifecycle_records');
+const TOUCHED_HOLD_MINUTES = sql('touched_hold_minutes');
 
 /**
  * How keys travel to a refresh statement. They are query parameters, and a ClickHouse server refuses a form field
@@ -42,11 +44,35 @@ export class LifecycleKeySet {
 }
 
 /**
- * Recomputes the stored records of these lifecycles from their states (after their spans are in ClickHouse).
- * Idempotent: running it again, or for a replayed batch, writes the same records.
+ * Recomputes the stored records of these lifecycles from their states (after their spans are in ClickHouse), then
+ * the hold minutes their holds started in (migration 0010). Idempotent: running it again, or for a replayed batch,
+ * writes the same records and minutes.
  */
 export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKey[]): Promise<void> {
+  const statements = keyStatements(database, keys);
+  const touched = new Map<string, HoldMinute>();
+  for (const { params, count } of statements) {
+    try {
+      await client.command({ query: REFRESH, query_params: params });
+    } catch (error) {
+      throw classifyClickHouseError(error, `refreshing ${count} lifecycle records`);
+    }
+  }
+  for (const { params, count } of statements) {
+    try {
+      const res = await client.query({ query: TOUCHED_HOLD_MINUTES, query_params: params, format: 'JSONCompactEachRow' });
+      for (const pair of await res.json<[string, string]>()) touched.set(`${pair[0]}\u0000${pair[1]}`, pair);
+    } catch (error) {
+      throw classifyClickHouseError(error, `finding the hold minutes of ${count} lifecycles`);
+    }
+  }
+  await refreshHoldMinutes(client, database, [...touched.values()]);
+}
+
+/** The keys as the parameters of as few statements as they fit (`keys_0` … `keys_3` in the SQL). */
+function keyStatements(database: string, keys: readonly LifecycleKey[]): { params: Record<string, unknown>; count: number }[] {
   const parameters = splitKeys(keys);
+  const statements: { params: Record<string, unknown>; count: number }[] = [];
   for (let first = 0; first < parameters.length; first += PARAMETERS_PER_STATEMENT) {
     const statement = parameters.slice(first, first + PARAMETERS_PER_STATEMENT);
     const params: Record<string, unknown> = { db: database };
@@ -56,12 +82,9 @@ export async function refreshLifecycleRecords(client: ClickHouseClient, database
       params[`keys_${slot}`] = chunk.map((k) => new TupleParam([...k]));
       count += chunk.length;
     }
-    try {
-      await client.command({ query: REFRESH, query_params: params });
-    } catch (error) {
-      throw classifyClickHouseError(error, `refreshing ${count} lifecycle records`);
-    }
+    statements.push({ params, count });
   }
+  return statements;
 }
 
 /** The keys in parameter-sized chunks, in order. */
@@ -80,7 +103,7 @@ function splitKeys(keys: readonly LifecycleKey[]): LifecycleKey[][] {
   return chunks;
 }
 
-/** Recomputes every stored record, in `parts` statements (each merges about 1/parts of the lifecycles). */
+/** Recomputes every stored record, in `parts` statements (each merges about 1/parts of the lifecycles), then every hold minute. */
 export async function rebuildLifecycleRecords(client: ClickHouseClient, database: string, options: { parts?: number; onProgress?: (partsDone: number, parts: number) => void } = {}): Promise<void> {
   const parts = options.parts ?? 16;
   for (let part = 0; part < parts; part++) {
@@ -91,4 +114,5 @@ export async function rebuildLifecycleRecords(client: ClickHouseClient, database
     }
     options.onProgress?.(part + 1, parts);
   }
+  await rebuildHoldMinutes(client, database);
 }

@@ -1,12 +1,12 @@
 -- name: transfer_tails
 -- purpose: Transfer tails (last successful write completion minus ABORT) per prefill engine and backend, against the hold timeout: quantiles for the long_transfer_tail detection and the tail chart.
--- param from DateTime64(9, 'UTC'): holds starting at or after this time
--- param to DateTime64(9, 'UTC'): holds starting at or before this time
+-- param from DateTime64(9, 'UTC'): holds starting in this time's minute or after it
+-- param to DateTime64(9, 'UTC'): holds starting in this time's minute or before it (whole minutes: the window is widened to the minutes it touches)
 -- param cluster String = '': one cluster, or all when empty
 -- columns: cluster, prefill_engine, backend, holds, p50_ms, p90_ms, p99_ms, max_ms, timeout_ms (the largest hold timeout of these holds), over_timeout (tails longer than their own hold's timeout)
 SELECT
     cluster,
-    p.1 AS prefill_engine,
+    prefill_engine,
     backend,
     count() AS holds,
     quantileExact(0.5)(tail) AS p50_ms,
@@ -17,12 +17,12 @@ SELECT
     countIf(tail > hold_timeout_ms) AS over_timeout
 FROM
 (
-    SELECT cluster, backend, hold_timeout_ms, assumeNotNull(transfer_tail_ms) AS tail, arrayJoin(prefill_engines) AS p
-    FROM {db:Identifier}.lifecycle_holds FINAL
-    WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
-      AND transfer_tail_ms IS NOT NULL
-      AND hold_start >= {from:DateTime64(9, 'UTC')}
-      AND hold_start <= {to:DateTime64(9, 'UTC')}
+    -- One tail per hold and prefill engine, from the hold minutes (migration 0010): about one row a minute.
+    SELECT cluster, t.prefill_engine AS prefill_engine, t.backend AS backend, t.tail_ms AS tail, t.hold_timeout_ms AS hold_timeout_ms
+    FROM {db:Identifier}.hold_minutes FINAL
+    ARRAY JOIN tails AS t
+    WHERE minute >= toStartOfMinute({from:DateTime64(9, 'UTC')})
+      AND minute <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
 ) AS t
 GROUP BY cluster, prefill_engine, backend

@@ -62,6 +62,38 @@ const viewAllocations = (client: ClickHouseClient, database: string) =>
 const storedAllocations = (client: ClickHouseClient, database: string) =>
   rows(client, `SELECT ${allocationColumns} FROM {db:Identifier}.page_allocations FINAL ORDER BY cluster, request_id, generation`, database);
 
+/**
+ * The hold minutes (migration 0010) as stored, their groups and tails spread to one row each, and the same computed from
+ * the view: a path of their own (the view merges the states on read), so a minute the refreshes missed or left stale
+ * shows as a difference.
+ */
+const minuteOf = "toString(toStartOfMinute(assumeNotNull(hold_start)), 'UTC')";
+const prefillVersions = "arrayFilter(v -> v != '', arrayDistinct(arrayMap(p -> p.2, prefill_engines)))";
+async function storedHoldMinutes(client: ClickHouseClient, database: string): Promise<Row[][]> {
+  const spread = (array: string, fields: string) =>
+    rows(client, `SELECT cluster, toString(minute, 'UTC') AS minute, ${fields} FROM {db:Identifier}.hold_minutes FINAL ARRAY JOIN ${array} AS x ORDER BY ALL`, database);
+  return Promise.all([
+    spread('resolution_groups', 'x.resolution AS resolution, x.decode_engine AS decode_engine, x.backend AS backend, x.decode_version AS decode_version, x.prefill_versions AS prefill_versions, toUInt64(x.holds) AS holds'),
+    spread('tails', 'x.prefill_engine AS prefill_engine, x.backend AS backend, x.tail_ms AS tail_ms, x.hold_timeout_ms AS hold_timeout_ms'),
+  ]);
+}
+async function viewHoldMinutes(client: ClickHouseClient, database: string): Promise<Row[][]> {
+  return Promise.all([
+    rows(
+      client,
+      `SELECT cluster, ${minuteOf} AS minute, resolution, decode_engine, backend, decode_version, ${prefillVersions} AS prefill_versions, count() AS holds ` +
+        'FROM {db:Identifier}.lifecycles WHERE hold_start IS NOT NULL GROUP BY ALL ORDER BY ALL',
+      database,
+    ),
+    rows(
+      client,
+      `SELECT cluster, ${minuteOf} AS minute, p.1 AS prefill_engine, backend, assumeNotNull(transfer_tail_ms) AS tail_ms, hold_timeout_ms ` +
+        'FROM {db:Identifier}.lifecycles ARRAY JOIN prefill_engines AS p WHERE transfer_tail_ms IS NOT NULL ORDER BY ALL',
+      database,
+    ),
+  ]);
+}
+
 /** Takes a table computed from the records (migration 0004's, 0006's, 0008's or 0009's) and its view away, as in a database from before it. */
 async function dropRecordCopy(client: ClickHouseClient, database: string, table: 'lifecycle_flags' | 'lifecycle_holds' | 'late_write_pages' | 'page_allocations'): Promise<void> {
   await client.command({ query: `DROP VIEW {db:Identifier}.${table}_mv`, query_params: { db: database } });
@@ -160,6 +192,9 @@ describe('stored lifecycle records', () => {
     const heldView = held(view);
     assert.ok(heldView.length > 20 && heldView.length < view.length, `${heldView.length} of ${view.length} lifecycles held`);
     assert.deepEqual(await storedHeld(client, database), heldView);
+    const holdMinutes = await viewHoldMinutes(client, database);
+    assert.ok((holdMinutes[0] as Row[]).length > 5 && (holdMinutes[1] as Row[]).length > 20, 'groups and tails to compare');
+    assert.deepEqual(await storedHoldMinutes(client, database), holdMinutes);
     const lateWrites = await viewLateWrites(client, database);
     assert.equal(lateWrites.length, view.reduce((n, r) => n + Number(r.late_writes), 0), 'one late write per write the records count');
     assert.ok(lateWrites.length > 5, `${lateWrites.length} late writes`);
@@ -167,6 +202,12 @@ describe('stored lifecycle records', () => {
     const allocations = await viewAllocations(client, database);
     assert.ok(allocations.length > 600, `${allocations.length} allocations`);
     assert.deepEqual(await storedAllocations(client, database), allocations);
+
+    // A database from before migration 0010: no hold minutes. Migrating computes them from the held records.
+    await client.command({ query: 'DROP TABLE {db:Identifier}.hold_minutes', query_params: { db: database } });
+    await client.command({ query: 'ALTER TABLE {db:Identifier}.schema_migrations DELETE WHERE version = 10 SETTINGS mutations_sync = 1', query_params: { db: database } });
+    assert.deepEqual((await migrate(client, { database, retentionDays: 30 })).applied, ['0010_hold_minutes']);
+    assert.deepEqual(await storedHoldMinutes(client, database), holdMinutes);
 
     // A database from before migration 0009: no page allocations. Migrating stores those of the stored records.
     await dropRecordCopy(client, database, 'page_allocations');
@@ -189,6 +230,7 @@ describe('stored lifecycle records', () => {
     assert.deepEqual(await storedRecords(client, database), view);
     assert.deepEqual(await storedFlagged(client, database), flaggedView);
     assert.deepEqual(await storedHeld(client, database), heldView);
+    assert.deepEqual(await storedHoldMinutes(client, database), holdMinutes);
 
     // A database from before migration 0004: records, no flagged table. Migrating computes the records again, and
     // the materialized view fills it.
@@ -290,6 +332,28 @@ describe('stored lifecycle records', () => {
     // A window starting after the hour still finds the lifecycle (its spans reach into it), through the stored row.
     const longest = await runQuery(client, database, 'longest_holds', { from: '2026-12-02 11:00:10', to: '2026-12-02 11:01:00' });
     assert.deepEqual(longest.map((r) => [r.request_id, r.held_ms, r.resolution]), [['room-x', 5000, 'drained']]);
+    await writer.shutdown();
+  });
+
+  it('keep the hold minutes current as a hold moves to an earlier minute, is released and replayed', async () => {
+    const { database, writer } = await writerOnNewDatabase();
+    const at = (ms: number) => `${new Date(Date.UTC(2026, 11, 2, 11) + ms).toISOString().replace('T', ' ').replace('Z', '')}000000`;
+    const minutes = async () =>
+      (await rows(client, "SELECT toString(minute, 'UTC') AS minute, arraySum(g -> g.holds, resolution_groups) AS holds, arraySum(arrayMap(g -> g.holds * (g.resolution = 'open'), resolution_groups)) AS open FROM {db:Identifier}.hold_minutes FINAL ORDER BY minute", database)).map(
+        (r) => [r.minute, Number(r.holds), Number(r.open)],
+      );
+    // Opened in minute 2, then an earlier hold span of the same lifecycle (minute 1) arrives: minute 2 is left empty.
+    await writer.write(encodeRows([span({ name: 'pd.hold', span_id: 'h2', start_time: at(125_000), expected_ranks: [0], hold_timeout_ms: 30_000, slots: 16, pages: [1, 2] })]));
+    assert.deepEqual(await minutes(), [['2026-12-02 11:02:00', 1, 1]]);
+    await writer.write(encodeRows([span({ name: 'pd.hold', span_id: 'h1', start_time: at(65_000), expected_ranks: [0], hold_timeout_ms: 30_000, slots: 16, pages: [1, 2] })]));
+    assert.deepEqual(await minutes(), [['2026-12-02 11:01:00', 1, 1], ['2026-12-02 11:02:00', 0, 0]]);
+    // Released two minutes later: the minute it started in has it released, and a replay changes nothing.
+    const release = span({ name: 'pd.release', span_id: 'r', start_time: at(190_000), release_reason: 'drained', pages: [1, 2] });
+    for (let replay = 0; replay < 2; replay++) {
+      await writer.write(encodeRows([release]));
+      assert.deepEqual(await minutes(), [['2026-12-02 11:01:00', 1, 0], ['2026-12-02 11:02:00', 0, 0]]);
+      assert.deepEqual(await storedHoldMinutes(client, database), await viewHoldMinutes(client, database));
+    }
     await writer.shutdown();
   });
 
