@@ -1,6 +1,6 @@
 -- Computes again, whole, the hold minutes (migration 0010) of the given (cluster, minute) pairs from the held records
 -- (migration 0006): run by the pipeline after each record refresh, for the minutes in which the refreshed
--- lifecycles' holds started (pipeline/sql/touched_hold_minutes.sql), and by a rebuild for every minute of a day.
+-- lifecycles' holds started (pipeline/sql/touched_hold_minutes.sql), and by a rebuild for every minute with a hold.
 -- A pair with no hold left (its hold moved to an earlier minute when an earlier hold span arrived) gets an empty row.
 -- first_minute and last_minute bound the pairs' minutes, so that the read skips the rest of the table.
 INSERT INTO {db:Identifier}.hold_minutes

@@ -31,7 +31,7 @@ import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-s
 import { randomTopic, startKafkaMock } from '../support/kafka-mock.ts';
 import { describeProcess, killLivePipelines, spawnPipeline, type PipelineProcess } from '../support/pipeline-process.ts';
 import { randomDatabase, waitForSpans } from '../support/stack.ts';
-import { add, assertStoredEqualsTruth, distinctSpans, queryNumber, simulate, startCollector, stopwatch, waitFor, waitForGroupCaughtUp, type Produced } from '../support/truth-check.ts';
+import { add, assertStoredEqualsTruth, distinctSpans, nothingProduced, queryNumber, simulate, startCollector, stopwatch, waitFor, waitForGroupCaughtUp, type Produced } from '../support/truth-check.ts';
 
 const KILLS = 10;
 const PARTITIONS = 6;
@@ -58,7 +58,7 @@ const CONSUMING_TIMEOUT_MS = 90_000;
 
 /** Simulated engines sending round after round through the collector, paced to SPANS_PER_SECOND, until stopped. */
 class Engines {
-  readonly produced: Produced = { spans: 0, truth: [] };
+  readonly produced: Produced = nothingProduced();
   /** Spans the simulator emitted, and the ones the collector acknowledged (simulate() fails if they differ). */
   offered = 0;
   acknowledged = 0;

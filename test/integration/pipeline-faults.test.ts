@@ -18,6 +18,7 @@ import { randomDatabase, waitForSpans } from '../support/stack.ts';
 import {
   add,
   assertStoredEqualsTruth,
+  nothingProduced,
   distinctSpans,
   partitionsBehind,
   simulate,
@@ -68,7 +69,7 @@ describe('pipeline faults: collector → Kafka → `holdscope pipeline` processe
     );
 
     step('pipeline ready');
-    const produced: Produced = { spans: 0, truth: [] };
+    const produced: Produced = nothingProduced();
     add(produced, await simulate(url, 'mixed', 11, 200, 'e2e-mixed'));
     add(produced, await simulate(url, 'late-write-bug', 12, 60, 'e2e-late'));
     assert.ok(produced.truth.some((l) => l.late_writes.length > 0), 'the truth has late writes');
@@ -100,7 +101,7 @@ describe('pipeline faults: collector → Kafka → `holdscope pipeline` processe
     const tuning = ['--linger-ms', '20', '--max-batch-rows', '500', '--partitions-consumed-concurrently', '2'];
 
     // The first part of the stream is in Kafka before the pipeline starts.
-    const produced: Produced = { spans: 0, truth: [] };
+    const produced: Produced = nothingProduced();
     add(produced, await simulate(url, 'mixed', 21, 300, 'outage-a'));
     add(produced, await simulate(url, 'late-write-bug', 22, 100, 'outage-late'));
 
@@ -204,7 +205,7 @@ describe('pipeline faults: collector → Kafka → `holdscope pipeline` processe
     const rowsOf = async (p: PipelineProcess) => (await p.metrics()).holdscope_pipeline_rows_inserted_total ?? 0;
 
     // Produce round after round until both members have inserted rows: the group has split the partitions.
-    const produced: Produced = { spans: 0, truth: [] };
+    const produced: Produced = nothingProduced();
     let round = 0;
     const produceRound = async () => {
       round++;

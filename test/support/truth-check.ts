@@ -25,25 +25,31 @@ import { actualRecord, assertReadApiMatchesTruth, expectedRecord, quietLog } fro
  * starts an hour ago, well inside the tables' retention. Rounds that must not collide need distinct `idPrefix`es:
  * trace ids derive from the request id.
  */
-export async function simulate(endpoint: string, scenario: ScenarioName, seed: number, requests: number, idPrefix: string): Promise<SimulationSummary> {
+export async function simulate(endpoint: string, scenario: ScenarioName, seed: number, requests: number, idPrefix: string): Promise<SimulationSummary & { startTimeMs: number }> {
   const { config } = buildScenario(scenario, seed);
   config.requests = requests;
   config.idPrefix = idPrefix;
-  const summary = await runSimulation({ config, endpoint, startTimeMs: Date.now() - 3_600_000, pace: 'fast' });
+  const startTimeMs = Date.now() - 3_600_000;
+  const summary = await runSimulation({ config, endpoint, startTimeMs, pace: 'fast' });
   assert.equal(summary.spansFailed, 0, `${scenario}: spans the collector did not accept`);
   assert.equal(summary.spansExported, summary.spansEmitted);
-  return summary;
+  return { ...summary, startTimeMs };
 }
 
 /** What a test sent: the spans ClickHouse must hold and the lifecycles it must report. */
 export interface Produced {
   spans: number;
   truth: LifecycleTruth[];
+  /** Each true hold's start (the truth's is from its simulation's start) and resolution. */
+  holds: { startMs: number; resolution: string }[];
 }
 
-export function add(total: Produced, summary: { spansEmitted: number; truth: LifecycleTruth[] }): void {
+export const nothingProduced = (): Produced => ({ spans: 0, truth: [], holds: [] });
+
+export function add(total: Produced, summary: { spansEmitted: number; truth: LifecycleTruth[]; startTimeMs: number }): void {
   total.spans += summary.spansEmitted;
   total.truth.push(...summary.truth);
+  for (const t of summary.truth) if (t.hold_start_ms !== null) total.holds.push({ startMs: summary.startTimeMs + t.hold_start_ms, resolution: t.resolution });
 }
 
 /** An in-process collector on a free port producing to `topic` (rejects to `${topic}-dlq`). */
@@ -100,6 +106,30 @@ export async function assertAllRecordsMatchTruth(client: ClickHouseClient, datab
 }
 
 /**
+ * The hold minutes (migration 0010), which the pipeline computes after each record refresh and before it commits:
+ * holds per minute of start and resolution equal the truth's, so a pipeline killed between the records and the
+ * minutes left none stale.
+ */
+export async function assertHoldMinutesMatchTruth(client: ClickHouseClient, database: string, holds: Produced['holds']): Promise<void> {
+  const result = await client.query({
+    query:
+      `SELECT toUnixTimestamp(minute) * 1000 AS minute_ms, g.resolution AS resolution, sum(g.holds) AS holds FROM ${database}.hold_minutes FINAL ` +
+      'ARRAY JOIN resolution_groups AS g GROUP BY minute_ms, resolution ORDER BY minute_ms, resolution',
+    format: 'JSONEachRow',
+    clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+  });
+  const stored = ((await result.json()) as { minute_ms: number; resolution: string; holds: number }[]).map((r) => `${r.minute_ms} ${r.resolution} ${r.holds}`);
+  const expected = new Map<string, number>();
+  for (const h of holds) {
+    // In whole microseconds, as the spans carry them: a float sum could put a hold at a minute's edge in the other.
+    const key = `${Math.floor(Math.round(h.startMs * 1000) / 60_000_000) * 60_000} ${h.resolution}`;
+    expected.set(key, (expected.get(key) ?? 0) + 1);
+  }
+  const byMinute = ([a]: [string, number], [b]: [string, number]) => (a < b ? -1 : a > b ? 1 : 0);
+  assert.deepEqual(stored, [...expected].sort(byMinute).map(([key, holds]) => `${key} ${holds}`), 'holds per minute and resolution in hold_minutes = the truth');
+}
+
+/**
  * No span missing, none twice, one lifecycle record per true lifecycle, each equal to the truth; and the read
  * API (over its own client of the server) serves them: for every lifecycle, or for a sample when there are many
  * (one HTTP request per request id costs about 0.1 s of the server's time on 2 cores).
@@ -115,6 +145,7 @@ export async function assertStoredEqualsTruth(t: TestContext, server: ClickHouse
     assert.equal(distinct, produced.spans, 'distinct spans stored = spans emitted');
     assert.equal(lifecycles, produced.truth.length, 'lifecycle records = true lifecycles');
     await assertAllRecordsMatchTruth(client, database, produced.truth);
+    await assertHoldMinutesMatchTruth(client, database, produced.holds);
     let checked = produced.truth;
     if (readApi !== 'all') {
       // Every request id with a late write (the bug the product exists for), then an even spread of the rest.
