@@ -20,27 +20,22 @@ const MAX_GAP_MINUTES = 10;
 const MAX_SPAN_MINUTES = 120;
 const MAX_PAIRS_PER_STATEMENT = 1000;
 
-const minuteMs = (minute: string) => Date.parse(`${minute.replace(' ', 'T')}Z`);
-
 /** The pairs, sorted by minute, in statement-sized runs. */
 export function planHoldMinuteStatements(pairs: readonly HoldMinute[]): HoldMinute[][] {
-  const sorted = [...pairs].sort((a, b) => minuteMs(a[1]) - minuteMs(b[1]) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  // Each minute parsed once, for the order and the gaps.
+  const sorted = pairs.map((pair) => ({ pair, ms: Date.parse(`${pair[1].replace(' ', 'T')}Z`) })).sort((a, b) => a.ms - b.ms || (a.pair[0] < b.pair[0] ? -1 : a.pair[0] > b.pair[0] ? 1 : 0));
   const runs: HoldMinute[][] = [];
   let run: HoldMinute[] = [];
-  for (const pair of sorted) {
-    const first = run[0];
-    const last = run[run.length - 1];
-    if (
-      first &&
-      last &&
-      (run.length >= MAX_PAIRS_PER_STATEMENT ||
-        minuteMs(pair[1]) - minuteMs(last[1]) > MAX_GAP_MINUTES * 60_000 ||
-        minuteMs(pair[1]) - minuteMs(first[1]) >= MAX_SPAN_MINUTES * 60_000)
-    ) {
+  let firstMs = 0;
+  let lastMs = 0;
+  for (const { pair, ms } of sorted) {
+    if (run.length > 0 && (run.length >= MAX_PAIRS_PER_STATEMENT || ms - lastMs > MAX_GAP_MINUTES * 60_000 || ms - firstMs >= MAX_SPAN_MINUTES * 60_000)) {
       runs.push(run);
       run = [];
     }
+    if (run.length === 0) firstMs = ms;
     run.push(pair);
+    lastMs = ms;
   }
   if (run.length > 0) runs.push(run);
   return runs;

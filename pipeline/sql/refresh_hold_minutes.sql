@@ -29,7 +29,8 @@ LEFT JOIN
             decode_engine,
             backend,
             decode_version,
-            -- Each distinct prefill version a hold had, as hold_resolution_groups counts it.
+            -- Each distinct prefill version a hold had: hold_resolution_groups counts a hold once per version pair (a
+            -- hold whose prefill engine never reported, with no transfer or drain span, has none to judge).
             arrayFilter(v -> v != '', arrayDistinct(arrayMap(p -> p.2, prefill_engines))) AS prefill_versions,
             count() AS holds,
             groupArrayArray(if(transfer_tail_ms IS NULL, [],
