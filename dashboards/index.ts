@@ -1,3 +1,3 @@
 export { startHttpServer, type HttpServerOptions } from './server.ts';
-export { createReadApi } from './read-api.ts';
+export { createReadApi, MAX_LOOKUP_REQUEST_IDS } from './read-api.ts';
 export { createLifecycleMetrics, type LifecycleMetrics, type LifecycleMetricsOptions } from './metrics.ts';

@@ -12,6 +12,12 @@ export const DEFAULT_QUERY_ROWS = 10_000;
 /** The most `max_rows` may ask for. */
 export const MAX_QUERY_ROWS = 1_000_000;
 
+/**
+ * The most request ids one `/api/lifecycles` lookup takes: each id travels in the URL, and Node refuses a request
+ * line and headers over 16 KiB (431), which about 300 ids of the simulator's length would reach.
+ */
+export const MAX_LOOKUP_REQUEST_IDS = 200;
+
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
 function stringParams(query: Request['query']): Record<string, string> {
   const out: Record<string, string> = {};
@@ -39,6 +45,23 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
   router.get('/healthz', (_req, res) => {
     const ok = ready ? ready() : true;
     res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'starting' });
+  });
+  // Many ids in one read: a script following up an incident's list of requests, or a poller, pays the view's
+  // planning once rather than per id.
+  router.get('/api/lifecycles', async (req: Request, res: Response) => {
+    try {
+      const { request_id: given, cluster = '', ...rest } = req.query;
+      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/lifecycles takes request_id (repeated) and cluster`);
+      if (typeof cluster !== 'string') throw new InputError('parameter "cluster" must be given once, as a plain value');
+      const ids = typeof given === 'string' ? [given] : Array.isArray(given) && given.every((id) => typeof id === 'string') ? (given as string[]) : undefined;
+      if (!ids || ids.length === 0) throw new InputError('request_id is required: one or more plain values (request_id=a&request_id=b)');
+      if (ids.length > MAX_LOOKUP_REQUEST_IDS) throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
+      const lifecycles = await runQuery<{ request_id: string }>(client, database, 'lifecycles_by_requests', { request_ids: ids, cluster });
+      const found = new Set(lifecycles.map((l) => l.request_id));
+      res.json({ lifecycles, not_found: [...new Set(ids)].filter((id) => !found.has(id)) });
+    } catch (error) {
+      sendError(res, log, error, 'read API request');
+    }
   });
   router.get('/api/lifecycles/:requestId', async (req: Request, res: Response) => {
     try {

@@ -91,15 +91,26 @@ export function getQuery(name: string): QueryDefinition {
   return def;
 }
 
+/**
+ * A parameter's value: text in ClickHouse's own format (what HTTP query strings and the CLI give), or, for an
+ * `Array(String)` parameter, the strings themselves (the client escapes them).
+ */
+export type ParamValue = string | readonly string[];
+
 /** Checks given values against a query's declared parameters: unknown, missing and malformed values are InputErrors. */
-export function bindParams(def: QueryDefinition, given: Record<string, string>): Record<string, string> {
-  const bound: Record<string, string> = {};
+export function bindParams(def: QueryDefinition, given: Record<string, ParamValue>): Record<string, ParamValue> {
+  const bound: Record<string, ParamValue> = {};
   for (const key of Object.keys(given)) {
     if (!def.params.some((p) => p.name === key)) throw new InputError(`query ${def.name} has no parameter ${JSON.stringify(key)}; it takes ${def.params.map((p) => p.name).join(', ') || 'none'}`);
   }
   for (const p of def.params) {
     const value = given[p.name] ?? p.defaultValue;
     if (value === undefined) throw new InputError(`query ${def.name} needs parameter ${p.name} (${p.type}): ${p.description}`);
+    if (typeof value !== 'string') {
+      if (p.type !== 'Array(String)') throw new InputError(`${p.name}: expected one value (${p.type}), got a list`);
+      bound[p.name] = value;
+      continue;
+    }
     const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');
     if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
     if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
@@ -116,7 +127,7 @@ export function bindParams(def: QueryDefinition, given: Record<string, string>):
 }
 
 /** Runs a named query with bound parameters (never string-built SQL); rows come back as JSON objects. */
-export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, string> = {}): Promise<T[]> {
+export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, ParamValue> = {}): Promise<T[]> {
   const def = getQuery(name);
   return execute<T>(client, name, def.sql, { ...bindParams(def, params), db: database });
 }
@@ -140,7 +151,7 @@ export async function runQueryCapped<T = Record<string, unknown>>(
   return { rows: rows.slice(0, maxRows), truncated: rows.length > maxRows };
 }
 
-async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, string>): Promise<T[]> {
+async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, ParamValue>): Promise<T[]> {
   const started = performance.now();
   let ok = false;
   try {

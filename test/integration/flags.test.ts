@@ -9,7 +9,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
-import { startHttpServer } from '../../dashboards/index.ts';
+import { MAX_LOOKUP_REQUEST_IDS, startHttpServer } from '../../dashboards/index.ts';
 import { createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
 import { computeFlags, runQuery, type Flag } from '../../queries/index.ts';
@@ -168,6 +168,22 @@ describe('detections against the simulator ground truth', () => {
     try {
       const res = await fetch(`http://127.0.0.1:${api.port}/api/lifecycles/${encodeURIComponent(evil)}`);
       assert.equal(res.status, 404);
+      const lookup = (query: string) => fetch(`http://127.0.0.1:${api.port}/api/lifecycles?${query}`);
+      const odd = [evil, "back\\slash'", '[]', 'two\nlines'];
+      const batch = await lookup(odd.map((id) => `request_id=${encodeURIComponent(id)}`).join('&'));
+      assert.equal(batch.status, 200);
+      assert.deepEqual(await batch.json(), { lifecycles: [], not_found: odd });
+      for (const [query, reason] of [
+        ['', /request_id is required/],
+        ['cluster=a', /request_id is required/],
+        ['request_id=a&colour=red', /unknown parameter\(s\) colour/],
+        ['request_id=a&cluster=a&cluster=b', /parameter .{0,4}cluster.{0,4} must be given once/],
+        [Array.from({ length: MAX_LOOKUP_REQUEST_IDS + 1 }, (_, i) => `request_id=r${i}`).join('&'), /at most 200 request ids per lookup, got 201/],
+      ] as const) {
+        const refused = await lookup(query);
+        assert.equal(refused.status, 400, query.slice(0, 60));
+        assert.match(JSON.stringify(await refused.json()), reason);
+      }
       const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);
       assert.equal(flagsRes.status, 200);
       assert.deepEqual(((await flagsRes.json()) as { flags: Flag[] }).flags, []);

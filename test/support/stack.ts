@@ -5,6 +5,7 @@ import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { createLogger, type ClickHouseClient } from '../../common/index.ts';
 import { migrate, Pipeline, pipelineConfigSchema } from '../../pipeline/index.ts';
 import type { LifecycleTruth } from '../../emitter/index.ts';
+import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
 import { randomTopic, type KafkaMock } from './kafka-mock.ts';
 
 export const quietLog = createLogger('test', process.env.HOLDSCOPE_TEST_LOG ?? 'silent');
@@ -120,4 +121,18 @@ export async function assertReadApiMatchesTruth(apiUrl: string, truth: Lifecycle
   };
   // A few requests in flight at once, as several on-call engineers would.
   for (let i = 0; i < ids.length; i += 8) await Promise.all(ids.slice(i, i + 8).map(check));
+  // The same records again through the batch lookup, as many ids per read as it takes, with one id that has none.
+  for (let i = 0; i < ids.length; i += MAX_LOOKUP_REQUEST_IDS - 1) {
+    const chunk = ids.slice(i, i + MAX_LOOKUP_REQUEST_IDS - 1);
+    const query = [...chunk, 'no-such-request'].map((id) => `request_id=${encodeURIComponent(id)}`).join('&');
+    const res = await fetch(`${apiUrl}/api/lifecycles?${query}`);
+    assert.equal(res.status, 200, `batch lookup from ${chunk[0]}`);
+    const body = (await res.json()) as { lifecycles: Record<string, unknown>[]; not_found: string[] };
+    assert.deepEqual(body.not_found, ['no-such-request']);
+    assert.deepEqual(
+      body.lifecycles.map((l) => [l.request_id, actualRecord(l)]),
+      [...chunk].sort().flatMap((id) => (byId.get(id) as LifecycleTruth[]).map((t) => [id, expectedRecord(t)])),
+      `batch lookup from ${chunk[0]}`,
+    );
+  }
 }
