@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
-const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
+const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '130', '321', '457']);
 
 /** What `QUERY_CHANNEL` carries when a named query has run (or failed). */
 export interface QueryFinished {

@@ -184,6 +184,13 @@ describe('detections against the simulator ground truth', () => {
         assert.equal(refused.status, 400, query.slice(0, 60));
         assert.match(JSON.stringify(await refused.json()), reason);
       }
+      // The same query by name takes the list as ClickHouse text: one that is not a list is the caller's error.
+      const notAList = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=not-a-list`);
+      assert.equal(notAList.status, 400);
+      assert.match(JSON.stringify(await notAList.json()), /does not fit its type/);
+      const asText = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(`['${evil.replaceAll("'", "''")}']`)}`);
+      assert.equal(asText.status, 200, await asText.clone().text());
+      assert.deepEqual(((await asText.json()) as { rows: unknown[] }).rows, []);
       const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);
       assert.equal(flagsRes.status, 200);
       assert.deepEqual(((await flagsRes.json()) as { flags: Flag[] }).flags, []);
