@@ -14,7 +14,7 @@ export const MAX_QUERY_ROWS = 1_000_000;
 
 /**
  * The most request ids one `/api/lifecycles` lookup takes: each id travels in the URL, and Node refuses a request
- * line and headers over 16 KiB (431), which about 300 ids of the simulator's length would reach.
+ * line and headers over 16 KiB (431), which about 300 ids of 40 characters would reach.
  */
 export const MAX_LOOKUP_REQUEST_IDS = 200;
 
