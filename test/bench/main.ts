@@ -53,6 +53,14 @@ const server = await startClickHouseServer();
 // Building the query dataset runs single statements for minutes: a generous timeout.
 const client = await createClickHouse({ url: server.url, dataPath: '', requestTimeoutMs: 60 * 60_000 });
 const kafka = kafkaForTests(mock.brokers, 'holdscope-bench');
+/** Waits (at most `minutes`) until ClickHouse runs no background merge, and reports how long that took as `name`. */
+async function waitForMerges(whose: string, name: string, when: string, minutes: number) {
+  stage(`waiting for ${whose} background merges`);
+  const merges = await settleMerges(client, { timeoutMs: minutes * 60_000, onProgress: (n) => progress(`background merges: ${n} running`) });
+  const tables = merges.tablesAtStart.length ? ` (${merges.tablesAtStart.join(', ')})` : '';
+  figures.push({ name, value: Math.round(merges.seconds), unit: 's', note: `${merges.mergesAtStart} merges running ${when}${tables}${merges.settled ? '' : '; still merging when the wait gave up'}` });
+  return merges;
+}
 const run = createHash('sha1').update(String(started)).digest('hex').slice(0, 6);
 try {
   // 1–2, 5: one backlog, drained by the ceiling and then by the pipeline.
@@ -102,14 +110,7 @@ try {
     });
   // The backlog just drained into pipelineDb (890,000 spans in half a minute) leaves merges a live table at this load
   // does not carry; the freshness stage's own table merges as it goes, as a live one would.
-  stage("waiting for the drained backlog's background merges");
-  const drainMerges = await settleMerges(client, { timeoutMs: (quick ? 1 : 5) * 60_000, onProgress: (n) => progress(`background merges: ${n} running`) });
-  figures.push({
-    name: 'merges settled (before freshness)',
-    value: Math.round(drainMerges.seconds),
-    unit: 's',
-    note: `${drainMerges.mergesAtStart} merges running after the drain${drainMerges.tablesAtStart.length ? ` (${drainMerges.tablesAtStart.join(', ')})` : ''}${drainMerges.settled ? '' : '; still merging when the wait gave up'}`,
-  });
+  const drainMerges = await waitForMerges("the drained backlog's", 'merges settled (before freshness)', 'after the drain', quick ? 1 : 5);
   const fresh = await freshnessAt('fresh', 'freshness', settings.rate);
   const unseenNote = (r: FreshnessStageResult) => (r.unseen > 0 ? `${r.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined);
   figures.push({ name: 'offered load', value: Math.round(fresh.offeredSpansPerSecond), unit: 'spans/s', note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried` });
@@ -128,14 +129,7 @@ try {
   stage('building the query dataset');
   const dataset = await buildQueryDataset({ client, templateDb: pipelineDb, database: queryDb, lifecycles: settings.lifecycles, endMs, onProgress: (n) => progress(`query dataset: ${n} lifecycles`) });
   figures.push({ name: 'query dataset', value: dataset.lifecycles, unit: 'lifecycles', note: `${dataset.spans} spans over ${dataset.hours.toFixed(1)} h ending now, built in ${dataset.seconds.toFixed(0)} s` });
-  stage("waiting for the dataset's background merges");
-  const merges = await settleMerges(client, { timeoutMs: (quick ? 1 : 15) * 60_000, onProgress: (n) => progress(`background merges: ${n} running`) });
-  figures.push({
-    name: 'merges settled',
-    value: Math.round(merges.seconds),
-    unit: 's',
-    note: `${merges.mergesAtStart} merges running when the load ended${merges.tablesAtStart.length ? ` (${merges.tablesAtStart.join(', ')})` : ''}${merges.settled ? '' : '; still merging when the wait gave up'}`,
-  });
+  const merges = await waitForMerges("the dataset's", 'merges settled', 'when the load ended', quick ? 1 : 15);
   const queryApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: queryDb, log: quietLog });
   let latencies;
   try {
