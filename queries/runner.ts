@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
+import { parseStringListText } from './list-text.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
 const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '130', '321', '457']);
@@ -109,6 +110,12 @@ export function bindParams(def: QueryDefinition, given: Record<string, ParamValu
     if (typeof value !== 'string') {
       if (p.type !== 'Array(String)') throw new InputError(`${p.name}: expected one value (${p.type}), got a list`);
       bound[p.name] = value;
+      continue;
+    }
+    if (p.type === 'Array(String)') {
+      const list = parseStringListText(value);
+      if (!list) throw new InputError(`${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
+      bound[p.name] = list;
       continue;
     }
     const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');

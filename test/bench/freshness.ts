@@ -3,6 +3,7 @@ import { startOtlpReceiver } from '../../collector/index.ts';
 import { encodeOtlpProtobuf, forEachSpan, type OtlpTraceRequest } from '../../contract/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
 import { buildScenario, runSimulation } from '../../emitter/index.ts';
+import { formatStringListText } from '../../queries/index.ts';
 
 export interface Workload {
   bodies: { body: Uint8Array; spans: number; probe?: { requestId: string; endNs: bigint } }[];
@@ -66,8 +67,11 @@ export interface FreshnessResult {
  * Replays the workload into the collector at a fixed rate (each request at its scheduled time, whether or not the
  * previous ones were answered) and measures, for each probe, the time from the start of its export to the moment
  * the read API shows its lifecycle with the probe's span in it. One poller asks for every probe not yet seen in one
- * batch lookup each `pollMs`: asking per probe (ten reads a second for each of a dozen probes, each planning the
- * lifecycles view for tens of ms) made the measurement itself the largest reader of ClickHouse at 20,000 spans/s.
+ * read each `pollMs`, of the lifecycles' progress only (lifecycle_progress_by_requests): the measurement must not be
+ * a large load on what it measures. Asking per probe (a dozen reads every 100 ms, each planning the lifecycles view
+ * for tens of ms) made it the largest reader of ClickHouse at 20,000 spans/s, and asking for whole records (their
+ * page lists included) kept the read API, which shares this process with the sender and the collector, busy enough
+ * to delay the collector's answers by hundreds of ms.
  */
 export async function measureFreshness(options: {
   workload: Workload;
@@ -93,13 +97,12 @@ export async function measureFreshness(options: {
   /** The latest last_seen the read API shows for each id (none for an id without a lifecycle, or a failed read). */
   const lastSeenOf = async (ids: string[]): Promise<Map<string, bigint>> => {
     const lastSeen = new Map<string, bigint>();
-    const query = ids.map((id) => `request_id=${encodeURIComponent(id)}`).join('&');
-    const res = await fetch(`${readApiUrl}/api/lifecycles?${query}`).catch(() => undefined);
+    const res = await fetch(`${readApiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText(ids))}`).catch(() => undefined);
     if (!res?.ok) {
       await res?.arrayBuffer();
       return lastSeen;
     }
-    for (const l of ((await res.json()) as { lifecycles: { request_id: string; last_seen: string }[] }).lifecycles) {
+    for (const l of ((await res.json()) as { rows: { request_id: string; last_seen: string }[] }).rows) {
       const seen = isoToNanos(l.last_seen);
       if (seen > (lastSeen.get(l.request_id) ?? -1n)) lastSeen.set(l.request_id, seen);
     }

@@ -187,7 +187,7 @@ describe('detections against the simulator ground truth', () => {
       // The same query by name takes the list as ClickHouse text: one that is not a list is the caller's error.
       const notAList = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=not-a-list`);
       assert.equal(notAList.status, 400);
-      assert.match(JSON.stringify(await notAList.json()), /does not fit its type/);
+      assert.match(JSON.stringify(await notAList.json()), /request_ids: expected a list of strings/);
       const asText = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(`['${evil.replaceAll("'", "''")}']`)}`);
       assert.equal(asText.status, 200, await asText.clone().text());
       assert.deepEqual(((await asText.json()) as { rows: unknown[] }).rows, []);

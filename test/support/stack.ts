@@ -6,6 +6,7 @@ import { createLogger, type ClickHouseClient } from '../../common/index.ts';
 import { migrate, Pipeline, pipelineConfigSchema } from '../../pipeline/index.ts';
 import type { LifecycleTruth } from '../../emitter/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
+import { formatStringListText } from '../../queries/index.ts';
 import { randomTopic, type KafkaMock } from './kafka-mock.ts';
 
 export const quietLog = createLogger('test', process.env.HOLDSCOPE_TEST_LOG ?? 'silent');
@@ -134,5 +135,11 @@ export async function assertReadApiMatchesTruth(apiUrl: string, truth: Lifecycle
       [...chunk].sort().flatMap((id) => (byId.get(id) as LifecycleTruth[]).map((t) => [id, expectedRecord(t)])),
       `batch lookup from ${chunk[0]}`,
     );
+    // Their progress through the named query, the list as text (how a script or the bench's poller asks): the same
+    // lifecycles, in the same order, with the same times and resolution as the records.
+    const progress = await fetch(`${apiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText([...chunk, "no-such-'request"]))}`);
+    assert.equal(progress.status, 200, `progress lookup from ${chunk[0]}`);
+    const pick = (l: Record<string, unknown>) => [l.cluster, l.request_id, l.generation, l.first_seen, l.last_seen, l.resolution];
+    assert.deepEqual(((await progress.json()) as { rows: Record<string, unknown>[] }).rows.map(pick), body.lifecycles.map(pick), `progress lookup from ${chunk[0]}`);
   }
 }
