@@ -114,7 +114,7 @@ export function bindParams(def: QueryDefinition, given: Record<string, ParamValu
     }
     if (p.type === 'Array(String)') {
       const list = parseStringListText(value);
-      if (!list) throw new InputError(`${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
+      if (!list) throw new InputError(`${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote or a backslash inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
       bound[p.name] = list;
       continue;
     }
