@@ -20,11 +20,13 @@ export function parseStringListText(text: string): string[] | undefined {
   i++;
   skipSpace();
   const out: string[] = [];
-  if (text[i] === ']') {
+  /** After the closing bracket only whitespace may follow. */
+  const close = () => {
     i++;
     skipSpace();
     return i === text.length ? out : undefined;
-  }
+  };
+  if (text[i] === ']') return close();
   for (;;) {
     if (text[i] !== "'") return undefined;
     i++;
@@ -58,10 +60,7 @@ export function parseStringListText(text: string): string[] | undefined {
       skipSpace();
       continue;
     }
-    if (text[i] !== ']') return undefined;
-    i++;
-    skipSpace();
-    return i === text.length ? out : undefined;
+    return text[i] === ']' ? close() : undefined;
   }
 }
 

@@ -60,6 +60,11 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
     if (param) {
       const [, name, type, rawDefault, description] = param as unknown as [string, string, string, string | undefined, string];
       if (RESERVED_PARAMS.has(name)) throw new Error(`${file}: parameter ${name} is reserved (${[...RESERVED_PARAMS].join(', ')})`);
+      // Text for any other composite type would go to ClickHouse as one string, which a server reads TSV-escaped and
+      // refuses (queries/list-text.ts): only Array(String) is parsed into a value first.
+      if (/^(Array|Tuple|Map|Nested)\(/.test(type.trim()) && type.trim() !== 'Array(String)') {
+        throw new Error(`${file}: parameter ${name} has type ${type.trim()}; of the composite types only Array(String) can be given as text`);
+      }
       def.params.push({ name, type: type.trim(), description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
       continue;
     }

@@ -12,7 +12,7 @@ import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS, startHttpServer } from '../../dashboards/index.ts';
 import { createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
-import { computeFlags, runQuery, type Flag } from '../../queries/index.ts';
+import { computeFlags, formatStringListText, runQuery, type Flag } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
@@ -188,7 +188,7 @@ describe('detections against the simulator ground truth', () => {
       const notAList = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=not-a-list`);
       assert.equal(notAList.status, 400);
       assert.match(JSON.stringify(await notAList.json()), /request_ids: expected a list of strings/);
-      const asText = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(`['${evil.replaceAll("'", "''")}']`)}`);
+      const asText = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(formatStringListText([evil]))}`);
       assert.equal(asText.status, 200, await asText.clone().text());
       assert.deepEqual(((await asText.json()) as { rows: unknown[] }).rows, []);
       const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);

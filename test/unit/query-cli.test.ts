@@ -18,6 +18,14 @@ describe('named queries', () => {
     for (const reserved of ['db', 'max_rows', 'holdscope_row_cap']) assert.throws(() => parseQueryFile(file(reserved), 'q.sql'), new RegExp(`q.sql: parameter ${reserved} is reserved`));
   });
 
+  it('refuses a composite parameter type other than Array(String), which text could not reach a server as', () => {
+    const file = (type: string) => `-- name: q\n-- purpose: a query to test its header\n-- param ids ${type}: values\nSELECT {ids:${type}}\n`;
+    assert.equal(parseQueryFile(file('Array(String)'), 'q.sql').params[0]?.type, 'Array(String)');
+    for (const type of ['Array(UInt32)', 'Tuple(String, String)', 'Map(String, String)']) {
+      assert.throws(() => parseQueryFile(file(type), 'q.sql'), new RegExp(`q.sql: parameter ids has type ${type.replace(/[()]/g, '\\$&')}; of the composite types only Array\\(String\\)`));
+    }
+  });
+
   it('refuses unknown names, unknown parameters, missing and malformed values with the reason', () => {
     assert.throws(() => getQuery('drop_everything'), /unknown query "drop_everything"/);
     const q = getQuery('longest_holds');
