@@ -107,21 +107,26 @@ export interface EndpointLatency {
   p50Ms: number;
   p95Ms: number;
   runs: number;
-  /** The endpoint's first request, untimed in the percentiles. */
-  firstMs: number;
+  /** The endpoint's untimed requests, in order (left out of the percentiles). */
+  untimedMs: number[];
 }
 
 /**
- * Requests of each endpoint that its percentiles leave out: a ClickHouse process's first queries over parts it has
- * just written are slower (at 760 k lifecycles an hour the first three /api/flags took 280-300 ms, the next
- * 200-230), and a server that has run for hours before an incident has long been past them.
+ * Requests of each endpoint that its percentiles leave out, as a server that has run for hours before an incident
+ * has long been past them:
+ * - a ClickHouse process's first queries over parts it has just written are slower (at 760 k lifecycles an hour the
+ *   first three /api/flags took 280-300 ms, the next 200-230);
+ * - ClickHouse compiles an expression on its fourth use (compile_expressions, min_count_to_compile_expression = 3),
+ *   in the query that uses it, once per server process whatever the parameters: the fourth /api/flags over 10 M
+ *   lifecycles took 310-370 ms against 150-190 for the others, also when every request asked for another window,
+ *   and none when compiling was off (docs/benchmarks.md).
  */
-export const PAGE_WARM_UPS = 3;
+export const PAGE_WARM_UPS = 4;
 
 /**
  * Every request the on-call page makes for its default window (the last hour), and the request page's, each
- * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` untimed requests. The first
- * request is reported on its own.
+ * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` untimed requests, which are
+ * reported on their own.
  */
 export async function timePageRequests(options: { apiUrl: string; from: string; to: string; requestId: string; runs: number; warmUps: number; onProgress?: (done: number) => void }): Promise<EndpointLatency[]> {
   const window = `from=${encodeURIComponent(options.from)}&to=${encodeURIComponent(options.to)}`;
@@ -155,7 +160,7 @@ export async function timePageRequests(options: { apiUrl: string; from: string; 
       options.onProgress?.(++done);
     }
     const timed = times.slice(options.warmUps);
-    out.push({ path: endpoint.path.split('?')[0] as string, page: endpoint.page, p50Ms: percentile(timed, 50), p95Ms: percentile(timed, 95), runs: timed.length, firstMs: times[0] as number });
+    out.push({ path: endpoint.path.split('?')[0] as string, page: endpoint.page, p50Ms: percentile(timed, 50), p95Ms: percentile(timed, 95), runs: timed.length, untimedMs: times.slice(0, options.warmUps) });
   }
   return out;
 }
