@@ -6,7 +6,12 @@ import { classifyClickHouseError, InputError, isServerError, type ClickHouseClie
 import { parseStringListText } from './list-text.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
-const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '130', '321', '457']);
+// (Not 130, CANNOT_READ_ARRAY_FROM_TEXT: the one list type a query may declare reaches ClickHouse parsed, so an array
+// that does not parse is the query's own doing.)
+const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
+
+/** The one composite parameter type a query may declare: holdscope parses its text (queries/list-text.ts). */
+const STRING_LIST_TYPE = 'Array(String)';
 
 /** What `QUERY_CHANNEL` carries when a named query has run (or failed). */
 export interface QueryFinished {
@@ -60,12 +65,13 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
     if (param) {
       const [, name, type, rawDefault, description] = param as unknown as [string, string, string, string | undefined, string];
       if (RESERVED_PARAMS.has(name)) throw new Error(`${file}: parameter ${name} is reserved (${[...RESERVED_PARAMS].join(', ')})`);
+      const declared = type.trim();
       // Text for any other composite type would go to ClickHouse as one string, which a server reads TSV-escaped and
       // refuses (queries/list-text.ts): only Array(String) is parsed into a value first.
-      if (/^(Array|Tuple|Map|Nested)\(/.test(type.trim()) && type.trim() !== 'Array(String)') {
-        throw new Error(`${file}: parameter ${name} has type ${type.trim()}; of the composite types only Array(String) can be given as text`);
+      if (/^(Array|Tuple|Map|Nested)\(/.test(declared) && declared !== STRING_LIST_TYPE) {
+        throw new Error(`${file}: parameter ${name} has type ${declared}; of the composite types only ${STRING_LIST_TYPE} can be given as text`);
       }
-      def.params.push({ name, type: type.trim(), description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
+      def.params.push({ name, type: declared, description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
       continue;
     }
     const field = /^--\s*(name|purpose|columns):\s*(.*)$/.exec(line);
@@ -112,17 +118,13 @@ export function bindParams(def: QueryDefinition, given: Record<string, ParamValu
   for (const p of def.params) {
     const value = given[p.name] ?? p.defaultValue;
     if (value === undefined) throw new InputError(`query ${def.name} needs parameter ${p.name} (${p.type}): ${p.description}`);
-    if (typeof value !== 'string') {
-      if (p.type !== 'Array(String)') throw new InputError(`${p.name}: expected one value (${p.type}), got a list`);
-      bound[p.name] = value;
-      continue;
-    }
-    if (p.type === 'Array(String)') {
-      const list = parseStringListText(value);
+    if (p.type === STRING_LIST_TYPE) {
+      const list = typeof value === 'string' ? parseStringListText(value) : value;
       if (!list) throw new InputError(`${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote or a backslash inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
       bound[p.name] = list;
       continue;
     }
+    if (typeof value !== 'string') throw new InputError(`${p.name}: expected one value (${p.type}), got a list`);
     const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');
     if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
     if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);

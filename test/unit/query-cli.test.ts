@@ -41,6 +41,14 @@ describe('named queries', () => {
     });
   });
 
+  it('takes a list of strings as a list or as text, and a list for nothing else', () => {
+    const byIds = getQuery('lifecycles_by_requests');
+    assert.deepEqual(bindParams(byIds, { request_ids: ['a', "b'c"] }), { request_ids: ['a', "b'c"], cluster: '' });
+    assert.deepEqual(bindParams(byIds, { request_ids: "['a','b''c']" }), { request_ids: ['a', "b'c"], cluster: '' });
+    assert.throws(() => bindParams(byIds, { request_ids: 'a' }), /request_ids: expected a list of strings/);
+    assert.throws(() => bindParams(byIds, { request_ids: ['a'], cluster: ['x'] }), /cluster: expected one value \(String\), got a list/);
+  });
+
   it('prints tables with terminal control characters escaped, and CSV quoted', () => {
     const rows = [{ request_id: 'a\u001b[2Jb', pages: [1, 2] }];
     const table = formatRows(rows, 'table');
