@@ -1,5 +1,5 @@
 -- name: flags_lifecycle
--- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the flagged records (migration 0004) and, for open holds, the held records (migration 0006): the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
+-- purpose: Per-lifecycle safety flags (late_write, unsafe_release, ack_after_failed_send, stale_ack_consumed, admission_leak, checksum_mismatch, open_hold) of lifecycles active in a time range (and of holds still open that started up to open_lookback_hours before it), from the stored records of flagged lifecycles and, for open holds, of held ones: the most recent of each kind and cluster, one row per flag, each carrying how many there are in all.
 -- param from DateTime64(9, 'UTC'): start of the range (lifecycles whose spans end at or after it)
 -- param to DateTime64(9, 'UTC'): end of the range (lifecycles whose spans start at or before it)
 -- param cluster String = '': one cluster, or all when empty
