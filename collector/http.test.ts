@@ -4,8 +4,7 @@ import { ConfigError, createLogger, success, type RetryableResult } from '../com
 import { encodeOtlpJson, encodeOtlpProtobuf, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
 import { Collector } from './collector.ts';
 import { collectorConfigSchema, loadCollectorConfig } from './config.ts';
-import type { DeadLetter, SpanMessage } from './messages.ts';
-import type { SpanQueue } from './span-queue.ts';
+import type { DeadLetter, SpanMessage, SpanQueue } from '../contract/index.ts';
 
 /** Keeps what it is given; healthy as told. */
 class MemoryQueue implements SpanQueue {
@@ -33,6 +32,9 @@ function attrs(entries: Record<string, AttrValue>): AttrMap {
 
 const RESOURCE = attrs({ [ResourceAttr.role]: 'decode', [ResourceAttr.engineId]: 'd', [ResourceAttr.engineVersion]: 'v1', [ResourceAttr.transferBackend]: 'nixl', [ResourceAttr.kvCapacitySlots]: 10 });
 
+/** A minute ago, in whole milliseconds: within the collector's clock skew and retention (1 hour, 30 days). */
+const T0 = BigInt(Date.now() - 60_000) * 1_000_000n;
+
 let counter = 0;
 function hold(requestId: string, extra: Record<string, AttrValue> = {}, name = 'pd.hold'): OtlpSpan {
   const n = ++counter;
@@ -42,8 +44,8 @@ function hold(requestId: string, extra: Record<string, AttrValue> = {}, name = '
     parentSpanId: '',
     name,
     kind: 1,
-    startTimeUnixNano: 1_767_225_600_000_000_000n,
-    endTimeUnixNano: 1_767_225_600_001_000_000n,
+    startTimeUnixNano: T0,
+    endTimeUnixNano: T0 + 1_000_000n,
     attributes: attrs({ 'pd.request.id': requestId, 'pd.request.generation': 0, 'pd.hold.expected_ranks': [0], 'pd.hold.timeout_ms': 1000, 'pd.kv.slots': 1, 'pd.kv.pages': [1], ...extra }),
     statusCode: 0,
     statusMessage: '',
@@ -113,6 +115,30 @@ describe('collector HTTP limits', () => {
     assert.equal(queue.deadLetters.length, 2);
   });
 
+  it('rejects, naming the field, what cannot be stored and what lies outside the clock skew or the retention', async () => {
+    queue.messages.length = 0;
+    queue.deadLetters.length = 0;
+    const at = (span: OtlpSpan, ns: bigint): OtlpSpan => ({ ...span, startTimeUnixNano: ns, endTimeUnixNano: ns });
+    const nowNs = BigInt(Date.now()) * 1_000_000n;
+    const spans = [
+      at(hold('r-2300'), 10_413_792_000_000_000_000n),
+      at(hold('r-ahead'), nowNs + 2n * 3_600_000_000_000n),
+      at(hold('r-old'), nowNs - 31n * 86_400_000_000_000n),
+      hold('r-rank', { 'pd.hold.expected_ranks': [0, 2 ** 32] }),
+      hold('r-fine'),
+    ];
+    for (const [body, type] of [[Buffer.from(encodeOtlpProtobuf(request(spans))), 'protobuf'], [encodeOtlpJson(request(spans)), 'json']] as const) {
+      const res = await post(body, type);
+      assert.equal(res.status, 200);
+      assert.match(res.text, /4 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z, the last time holdscope can store; pd\.hold: span\.start_time: .* is more than the allowed clock skew of 3600000 ms ahead of the receiver's clock .*; pd\.hold: span\.start_time: .* the oldest time kept \(the retention\) \(and 1 more\)/);
+    }
+    assert.equal(queue.messages.reduce((n, m) => n + m.spans, 0), 2);
+    assert.deepEqual(
+      queue.deadLetters.map((d) => (JSON.parse(d.value.toString()) as { field: string }).field),
+      ['span.start_time', 'span.start_time', 'span.start_time', 'pd.hold.expected_ranks', 'span.start_time', 'span.start_time', 'span.start_time', 'pd.hold.expected_ranks'],
+    );
+  });
+
   it('is ready only while the queue is healthy', async () => {
     queue.up = false;
     assert.equal((await fetch(`${url}/readyz`)).status, 503);
@@ -128,6 +154,8 @@ describe('collector configuration', () => {
     assert.equal(config.maxMessageBytes, 1_000_000);
     assert.equal(config.maxAttributes, 128);
     assert.equal(config.maxPendingBytes, 64 * 1024 * 1024);
+    assert.equal(config.maxClockSkewMs, 3_600_000);
+    assert.equal(config.retentionDays, 30);
   });
 
   it('names the flag, the expectation and the value given', () => {

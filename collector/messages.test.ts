@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Attr, decodeOtlpJson, decodeOtlpProtobuf, forEachSpan, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
 import { assembleOtlpProtobuf, decodeOtlpProtobufBounded, encodeOtlpProtobuf, encodeOtlpResource, encodeOtlpScope, encodeOtlpSpan, LimitError } from '../contract/otlp-proto.ts';
-import { attributeProblem, BATCH_OVERHEAD_BYTES, MESSAGE_HEADERS, recordBytes, rejectionSummary, triage, valueProblem, type TriageLimits } from './messages.ts';
+import { MESSAGE_HEADERS } from '../contract/index.ts';
+import { attributeProblem, BATCH_OVERHEAD_BYTES, recordBytes, rejectionSummary, triage, valueProblem, type TriageLimits } from './messages.ts';
 
 function attrs(entries: Record<string, AttrValue>): AttrMap {
   const map: AttrMap = Object.create(null);
@@ -224,5 +225,75 @@ describe('triage', () => {
       return true;
     });
     assert.equal(triage(request(spans, resource), LIMITS).messages.length, 200);
+  });
+});
+
+describe('triage: what can be stored and the time rules', () => {
+  /** A hold of `requestId` as an instant at `ns`. */
+  const holdAt = (requestId: string, ns: bigint, extra: Record<string, AttrValue> = {}): OtlpSpan => ({ ...hold(requestId, extra), startTimeUnixNano: ns, endTimeUnixNano: ns });
+  const receivedAt = new Date(Date.UTC(2026, 11, 5, 12));
+  const nowNs = BigInt(receivedAt.getTime()) * 1_000_000n;
+  const HOUR_NS = 3_600_000_000_000n;
+  const DAY_NS = 24n * HOUR_NS;
+
+  it('rejects values their column cannot hold, naming the field, in the partial success and the dead letter', () => {
+    const spans = [
+      holdAt('r-2300', 10_413_792_000_000_000_000n),
+      holdAt('r-gen', nowNs, { [Attr.generation]: 2 ** 40 }),
+      holdAt('r-page', nowNs, { [Attr.kvPages]: [1, 2 ** 33] }),
+      holdAt('r-fine', nowNs),
+    ];
+    const out = triage(request(spans), LIMITS, receivedAt);
+    assert.equal(out.accepted, 1);
+    assert.deepEqual(spanIdsOf(out.messages.map((m) => m.value)), [spans[3]!.spanId]);
+    assert.deepEqual(
+      out.rejections.map((r) => r.field),
+      ['span.start_time', Attr.generation, Attr.kvPages],
+    );
+    const summary = rejectionSummary(out.rejections);
+    assert.match(summary, /^3 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z/);
+    assert.match(summary, /pd\.request\.generation: expected an integer from 0 to 4294967295 \(stored as UInt32\), got number 1099511627776/);
+    assert.match(summary, /pd\.kv\.pages: expected items from 0 to 4294967295 \(stored as UInt32\), got number 8589934592/);
+    assert.deepEqual(
+      out.deadLetters.map((d) => letter(d.value).field),
+      ['span.start_time', Attr.generation, Attr.kvPages],
+    );
+  });
+
+  it('without time limits takes spans of any storable time; with them, only those within the skew and the retention', () => {
+    const spans = [
+      holdAt('r-now', nowNs),
+      holdAt('r-skew-edge', nowNs + HOUR_NS),
+      holdAt('r-ahead', nowNs + HOUR_NS + 1n),
+      holdAt('r-retention-edge', nowNs - 30n * DAY_NS),
+      holdAt('r-old', nowNs - 30n * DAY_NS - 1n),
+    ];
+    assert.equal(triage(request(spans), LIMITS, receivedAt).accepted, 5);
+    const out = triage(request(spans), { ...LIMITS, maxClockSkewMs: 3_600_000, retentionDays: 30 }, receivedAt);
+    assert.equal(out.accepted, 3);
+    assert.deepEqual(
+      out.rejections.map((r) => [r.field, /clock skew of 3600000 ms/.test(r.reason) ? 'skew' : /retention/.test(r.reason) ? 'retention' : r.reason]),
+      [
+        ['span.start_time', 'skew'],
+        ['span.start_time', 'retention'],
+      ],
+    );
+    assert.deepEqual(
+      out.deadLetters.map((d) => d.key),
+      ['default/r-ahead', 'default/r-old'],
+    );
+  });
+
+  it('takes the window from the time the request was received, and a missing limit from its default', () => {
+    const span = holdAt('r', nowNs + 2n * HOUR_NS);
+    assert.equal(triage(request([span]), { ...LIMITS, maxClockSkewMs: 3 * 3_600_000 }, receivedAt).accepted, 1);
+    assert.equal(triage(request([span]), { ...LIMITS, maxClockSkewMs: 3_600_000 }, receivedAt).accepted, 0);
+    // The default skew (1 hour) applies when only the retention is given.
+    assert.equal(triage(request([span]), { ...LIMITS, retentionDays: 30 }, receivedAt).accepted, 0);
+    assert.equal(triage(request([span]), { ...LIMITS, retentionDays: 30 }, new Date(receivedAt.getTime() + 3_600_000)).accepted, 1);
+    // The default retention (30 days) applies when only the skew is given.
+    const old = holdAt('r', nowNs - 31n * DAY_NS);
+    assert.equal(triage(request([old]), { ...LIMITS, maxClockSkewMs: 3_600_000 }, receivedAt).accepted, 0);
+    assert.equal(triage(request([old]), { ...LIMITS, maxClockSkewMs: 3_600_000, retentionDays: 32 }, receivedAt).accepted, 1);
   });
 });

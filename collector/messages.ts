@@ -1,25 +1,27 @@
-import { partitionKey, validateSpan, type AttrMap, type AttrValue, type OtlpScopeSpans, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
-import { encodeOtlpJson } from '../contract/otlp-json.ts';
-import { assembleOtlpProtobuf, clipText, encodeOtlpResource, encodeOtlpScope, encodeOtlpSpan, LimitError, type Cut, type EncodedResourceSpans } from '../contract/otlp-proto.ts';
-
-/**
- * A Kafka message of the `pd-spans` topic: an OTLP ExportTraceServiceRequest (protobuf) holding spans of one
- * request id, keyed `cluster/request id` so every span of a lifecycle, across engines and generations, lands
- * in one partition. OTLP protobuf is what the OpenTelemetry Collector's Kafka exporter writes too
- * (`otlp_proto`), so existing tools read the topic as it is. The spans of one id in one OTLP request make one
- * message, or several with the same key when one would exceed the message size limit.
- */
-export interface SpanMessage {
-  key: string;
-  value: Buffer;
-  spans: number;
-}
-
-/** A rejected PD span on its way to the dead-letter topic (JSON: the reason and the span as OTLP/JSON). */
-export interface DeadLetter {
-  key: string | null;
-  value: Buffer;
-}
+import {
+  assembleOtlpProtobuf,
+  clipText,
+  encodeOtlpJson,
+  encodeOtlpResource,
+  encodeOtlpScope,
+  encodeOtlpSpan,
+  LimitError,
+  type Cut,
+  type EncodedResourceSpans,
+  DEAD_LETTER_HEADERS,
+  MESSAGE_HEADERS,
+  partitionKey,
+  spanTimeWindow,
+  validateSpan,
+  type AttrMap,
+  type AttrValue,
+  type OtlpScopeSpans,
+  type OtlpSpan,
+  type OtlpTraceRequest,
+  type SpanTimeWindow,
+  type DeadLetter,
+  type SpanMessage,
+} from '../contract/index.ts';
 
 export interface Rejection {
   spanName: string;
@@ -51,10 +53,17 @@ export interface TriageLimits {
   maxRequestKafkaBytes?: number;
   /** Dead letters of one request carry their span until they take this many bytes; later ones only the reason (default 4 MiB). */
   maxDeadLetterBytes?: number;
+  /**
+   * How far ahead of the time the request was received a span's start or end may be (ms). With `retentionDays`, the
+   * time rules: when either is given, spans outside the window are rejected (the other taking its default,
+   * contract/limits.ts); when neither is, only what can be stored is checked.
+   */
+  maxClockSkewMs?: number;
+  /** Spans that started more than this many days before the request was received are rejected (see `maxClockSkewMs`). */
+  retentionDays?: number;
 }
 
-export const MESSAGE_HEADERS = { 'content-type': 'application/x-protobuf', 'holdscope-encoding': 'otlp_proto' } as const;
-export const DEAD_LETTER_HEADERS = { 'content-type': 'application/json' } as const;
+// The Kafka message contract is the contract's (contract/kafka-message.ts): the pipeline reads what these declare.
 
 /** Kafka's framing of one record beyond its key, value and headers (length, attributes, deltas), rounded up. */
 const RECORD_OVERHEAD_BYTES = 32;
@@ -99,6 +108,7 @@ export function triage(
   const deadLetters = new DeadLetters(receivedAt, cut, limits.maxDeadLetterBytes ?? 4 * 1024 * 1024);
   /** What one record may take: the batch holding only it must fit maxMessageBytes. */
   const recordBudget = maxMessageBytes - BATCH_OVERHEAD_BYTES;
+  const window = timeWindow(limits, receivedAt);
   const out: Triage = { received: 0, notOurs: 0, accepted: 0, messages: [], rejections: [], deadLetters: [] };
   const resources = new Map<AttrMap, { problem: Cut | undefined; bytes?: Uint8Array }>();
   const scopes = new Map<OtlpScopeSpans['scope'], Uint8Array>();
@@ -109,7 +119,7 @@ export function triage(
     for (const ss of rs.scopeSpans) {
       for (const span of ss.spans) {
         out.received++;
-        const result = validateSpan(span, rs.resource);
+        const result = validateSpan(span, rs.resource, window);
         if (result.status === 'not_ours') {
           out.notOurs++;
           continue;
@@ -207,6 +217,12 @@ export function triage(
   if (total > maxRequestKafkaBytes) throw tooMuchKafka(total, maxRequestKafkaBytes);
   for (const plan of plans) out.messages.push({ key: plan.key, value: assembleOtlpProtobuf(plan.message), spans: plan.spans });
   return out;
+}
+
+/** The times triage takes, from the request's arrival; undefined when the limits set no time rule. */
+function timeWindow(limits: TriageLimits, receivedAt: Date): SpanTimeWindow | undefined {
+  if (limits.maxClockSkewMs === undefined && limits.retentionDays === undefined) return undefined;
+  return spanTimeWindow(receivedAt.getTime(), limits.maxClockSkewMs, limits.retentionDays);
 }
 
 function tooMuchKafka(bytes: number, max: number): LimitError {

@@ -1,8 +1,33 @@
 export * from './names.ts';
 export type * from './events.ts';
 export type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-export { countSpans, forEachSpan } from './otlp-model.ts';
+export { forEachSpan } from './otlp-model.ts';
 export { validateSpan } from './validate.ts';
-export { formatLifecycleKey, partitionKey } from './key.ts';
-export { decodeOtlpProtobuf, encodeOtlpProtobuf } from './otlp-proto.ts';
-export { decodeOtlpJson, encodeOtlpJson } from './otlp-json.ts';
+export { spanTimeKeys, spanTimeWindow, type SpanTimeWindow } from './limits.ts';
+export { lifecycleKeyId, partitionKey } from './key.ts';
+export {
+  assembleOtlpProtobuf,
+  clipText,
+  decodeOtlpProtobuf,
+  decodeOtlpProtobufBounded,
+  encodeOtlpProtobuf,
+  encodeOtlpResource,
+  encodeOtlpScope,
+  encodeOtlpSpan,
+  LimitError,
+  type BoundedDecode,
+  type Cut,
+  type DecodeLimits,
+  type EncodedResourceSpans,
+} from './otlp-proto.ts';
+export { decodeOtlpJson, decodeOtlpJsonBounded, encodeOtlpJson } from './otlp-json.ts';
+export {
+  DEAD_LETTER_HEADERS,
+  declaredEncoding,
+  MESSAGE_HEADERS,
+  MessageEncoding,
+  type MessageHeaders,
+  type DeadLetter,
+  type SpanMessage,
+  type SpanQueue,
+} from './kafka-message.ts';

@@ -505,3 +505,30 @@ describe('bodies from the OpenTelemetry JS exporter', () => {
     check(decodeOtlpJson(body), spans);
   });
 });
+
+describe('values that could only be stored changed are marked or refused', () => {
+  it('marks a protobuf string that is not UTF-8, so that it is never taken for the U+FFFD it decodes to', () => {
+    const request = oneSpan(span({ attributes: attrs({ good: 'décodé', bad: 'XX' }) }));
+    const bytes = Buffer.from(encodeOtlpProtobuf(request));
+    // Replace the bad value's two bytes ('XX') with a lone continuation byte and an overlong encoding.
+    const at = bytes.indexOf(Buffer.from('XX'));
+    bytes[at] = 0x80;
+    bytes[at + 1] = 0xc0;
+    const decoded = decodeOtlpProtobuf(bytes).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes;
+    assert.equal(decoded.good, 'décodé');
+    const bad = decoded.bad as string;
+    assert.equal((bad as string & { isWellFormed(): boolean }).isWellFormed(), false, JSON.stringify(bad));
+  });
+
+  it('marks a span time given as a JSON number past 2^53, whose digits are lost, and only then', () => {
+    const json = (start: string) =>
+      Buffer.from(
+        `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331","name":"pd.handoff","startTimeUnixNano":${start},"endTimeUnixNano":"1796509239110000000"}]}]}]}`,
+      );
+    const first = (text: string) => decodeOtlpJson(json(text)).resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+    assert.equal(first('1796509239110000000').inexactTime, 'startTimeUnixNano');
+    assert.equal(first('"1796509239110000000"').startTimeUnixNano, 1796509239110000000n);
+    assert.equal(first('"1796509239110000000"').inexactTime, undefined);
+    assert.equal(first('9007199254740991').inexactTime, undefined);
+  });
+});

@@ -253,11 +253,11 @@ function spanFromJson(o: Json, budget: Budget | undefined): OtlpSpan {
         break;
       case 'startTimeUnixNano':
       case 'start_time_unix_nano':
-        span.startTimeUnixNano = uint64(v, 'startTimeUnixNano');
+        span.startTimeUnixNano = spanTime(v, 'startTimeUnixNano', span);
         break;
       case 'endTimeUnixNano':
       case 'end_time_unix_nano':
-        span.endTimeUnixNano = uint64(v, 'endTimeUnixNano');
+        span.endTimeUnixNano = spanTime(v, 'endTimeUnixNano', span);
         break;
       case 'attributes':
         attributes = v; // once the name is known
@@ -311,6 +311,19 @@ const UINT64_MAX = 2n ** 64n - 1n;
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
+/**
+ * A JSON number is a double: past 2^53 the parser has already rounded it (1796509239110000000 arrives as
+ * 1796509239110000128), so a span time sent that way is not the time that was meant. The span says so, and the
+ * validator rejects that span alone (OTLP/JSON writes 64-bit integers as decimal strings for this reason).
+ */
+function spanTime(v: unknown, path: 'startTimeUnixNano' | 'endTimeUnixNano', span: OtlpSpan): bigint {
+  // Past 2^64 it is no uint64 at all: the request is malformed (400), as for any other type error.
+  if (typeof v !== 'number' || !Number.isInteger(v) || Number.isSafeInteger(v) || v < 0 || v > 2 ** 64) return uint64(v, path);
+  // Not the time that was sent (2^64 - 1 itself arrives as 2^64): the span is rejected for it, not the request.
+  span.inexactTime = path;
+  return BigInt(Math.min(v, Number.MAX_SAFE_INTEGER));
+}
+
 function uint64(v: unknown, path: string): bigint {
   let n: bigint | undefined;
   if (typeof v === 'string' && isDecimal(v, false)) n = BigInt(v);
@@ -320,14 +333,18 @@ function uint64(v: unknown, path: string): bigint {
   return n;
 }
 
-/** int64 -> number when it is a safe integer, else an exact bigint. */
+/**
+ * int64 -> number when it is a safe integer, else an exact bigint. A JSON number past 2^53 stays the (rounded) number
+ * it was parsed as: not an integer anyone sent, which the contract's validator rejects for a PD span's attribute, and
+ * which must not fail the whole request by falling outside the int64 range once rounded (2^63 - 1 becomes 2^63).
+ */
 function int64(v: unknown, path: string): number | bigint {
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return v + 0; // + 0 turns -0 into 0
+  if (typeof v === 'number' && Number.isInteger(v)) return Number.isSafeInteger(v) ? v + 0 : v; // + 0 turns -0 into 0
   let n: bigint | undefined;
   if (typeof v === 'string' && isDecimal(v, true)) {
     if (v.length <= 15) return Number(v) + 0;
     n = BigInt(v);
-  } else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
+  }
   if (n === undefined) throw new Bad(path, `expected a decimal string or integer, got ${describe(v)}`);
   if (n < INT64_MIN || n > INT64_MAX) throw new Bad(path, `${v} is outside the int64 range`);
   const small = Number(n);

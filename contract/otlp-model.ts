@@ -18,6 +18,8 @@ export interface OtlpSpan {
   kind: number;
   startTimeUnixNano: bigint;
   endTimeUnixNano: bigint;
+  /** Set when OTLP/JSON gave this time as a number past 2^53, whose digits the JSON parser rounded. */
+  inexactTime?: 'startTimeUnixNano' | 'endTimeUnixNano';
   attributes: AttrMap;
   statusCode: number;
   statusMessage: string;
@@ -44,10 +46,4 @@ export function forEachSpan(request: OtlpTraceRequest, visit: (span: OtlpSpan, r
       for (const span of ss.spans) visit(span, rs.resource);
     }
   }
-}
-
-export function countSpans(request: OtlpTraceRequest): number {
-  let n = 0;
-  for (const rs of request.resourceSpans) for (const ss of rs.scopeSpans) n += ss.spans.length;
-  return n;
 }

@@ -4,6 +4,7 @@
  * InputError, and with {@link DecodeLimits} nothing is allocated past the limits (a 4 MB body of empty values
  * must not become a million objects). protobufjs encodes, from a hand-written subset of opentelemetry-proto.
  */
+import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { InputError } from '../common/errors.ts';
 import type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
@@ -17,6 +18,9 @@ export const MAX_ANY_VALUE_DEPTH = 16;
 //   "" / 0 / false stay distinct from an empty AnyValue.
 // - Span events (11) and links (13) are left out: the model has no place for them.
 // - Enums are int32 (wire-identical), so unknown kinds and status codes pass through as numbers.
+/** Put in front of a string whose bytes were not UTF-8: a lone surrogate, which no valid text holds. */
+const NOT_UNICODE_MARK = '\uDC00';
+
 const SCHEMA = `
 edition = "2023";
 option features.utf8_validation = NONE;
@@ -628,8 +632,11 @@ class PbDecoder {
     const stop = this.delimited(end);
     const start = this.pos;
     this.pos = stop;
-    // Invalid UTF-8 becomes U+FFFD, as with utf8_validation NONE.
-    return stop === start ? '' : this.buf.toString('utf8', start, stop);
+    if (stop === start) return '';
+    // Invalid UTF-8 must not be stored as if U+FFFD had been sent: a lone surrogate in front marks the value as not
+    // Unicode, which the validator rejects for that span alone (a request is not refused for spans it does not read).
+    const text = this.buf.toString('utf8', start, stop);
+    return isUtf8(this.buf.subarray(start, stop)) ? text : NOT_UNICODE_MARK + text;
   }
 
   private hex(end: number): string {

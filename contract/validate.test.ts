@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import type { PdEvent, ValidationResult } from './events.ts';
 import { Attr, CONTRACT_VERSION, DEFAULT_CLUSTER, EMITTED_BY, ROLES, ResourceAttr, type Role, SPAN_NAMES, SpanName } from './names.ts';
 import type { AttrMap, AttrValue, OtlpSpan } from './otlp-model.ts';
+import { DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_RETENTION_DAYS, INT32_MAX, INT_COLUMNS, MAX_TIME_NS, spanTimeWindow, UINT32_MAX, type SpanTimeWindow } from './limits.ts';
 import { validateSpan } from './validate.ts';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -287,11 +289,13 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
     assert.equal(event.contractVersion, 1);
   });
 
-  it('integer boundaries: 0 and 2^53-1 are accepted', () => {
-    for (const generation of [0, Number.MAX_SAFE_INTEGER]) {
+  it('integer boundaries: 0 and the column maximum are accepted (2^32-1 for a UInt32, 2^53-1 for a UInt64)', () => {
+    for (const generation of [0, UINT32_MAX]) {
       const event = assertValid(validateSpan(validSpan('pd.handoff', { [Attr.generation]: generation }), resourceFor('decode')));
       assert.equal(event.generation, generation);
     }
+    const transfer = assertValid(validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: Number.MAX_SAFE_INTEGER }), resourceFor('prefill')));
+    assert.equal(transfer.name === 'pd.transfer' && transfer.bytes, Number.MAX_SAFE_INTEGER);
   });
 
   it('a string of exactly 1024 characters is accepted', () => {
@@ -654,5 +658,212 @@ describe('validateSpan: never throws', () => {
     assert.ok(counts.valid > 100, `valid: ${counts.valid}`);
     assert.ok(counts.invalid > 1000, `invalid: ${counts.invalid}`);
     assert.ok(counts.not_ours > 0, `not ours: ${counts.not_ours}`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Limits: every value fits the column it is stored in, and times fit what can be stored and the window.
+// ---------------------------------------------------------------------------------------------------------
+
+/** Asserts an `invalid` result whose field is `field` and whose reason contains every one of `parts`. */
+function assertRejected(result: ValidationResult, field: string, ...parts: string[]): string {
+  if (result.status !== 'invalid') assert.fail(`expected an invalid span, got ${JSON.stringify(result, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`);
+  assert.equal(result.field, field);
+  for (const part of parts) assert.ok(result.reason.includes(part), `reason ${JSON.stringify(result.reason)} should mention ${JSON.stringify(part)}`);
+  return result.reason;
+}
+
+/** The column each integer attribute lands in (pipeline/rows.ts), and the largest value its type holds. */
+const STORED_IN: Record<string, string> = {
+  [Attr.generation]: 'generation',
+  [Attr.ackGeneration]: 'ack_generation',
+  [ResourceAttr.kvCapacitySlots]: 'capacity_slots',
+  [Attr.rank]: 'rank',
+  [Attr.chunkIndex]: 'chunk_index',
+  [Attr.kvPages]: 'pages',
+  [Attr.kvSlots]: 'slots',
+  [Attr.transferBytes]: 'transfer_bytes',
+  [Attr.holdExpectedRanks]: 'expected_ranks',
+  [Attr.holdTimeoutMs]: 'hold_timeout_ms',
+  [Attr.drainChunksDropped]: 'chunks_dropped',
+  [Attr.drainInflight]: 'inflight',
+  [Attr.drainFailedSends]: 'failed_sends',
+  [Attr.timeoutMissingRanks]: 'missing_ranks',
+};
+const TYPE_MAX: Record<string, number> = { UInt32: 2 ** 32 - 1, Int32: 2 ** 31 - 1, UInt64: Number.MAX_SAFE_INTEGER };
+
+/** Each integer attribute on a span that carries it, the event field it becomes, and whether it is an array. */
+const INT_CASES: Array<{ name: SpanName; key: string; field: string; where?: 'resource'; array?: boolean }> = [
+  { name: 'pd.handoff', key: Attr.generation, field: 'generation' },
+  { name: 'pd.ack', key: Attr.ackGeneration, field: 'ackGeneration' },
+  { name: 'pd.hold', key: ResourceAttr.kvCapacitySlots, field: 'capacitySlots', where: 'resource' },
+  { name: 'pd.transfer', key: Attr.rank, field: 'rank' },
+  { name: 'pd.drain', key: Attr.rank, field: 'rank' },
+  { name: 'pd.ack', key: Attr.rank, field: 'rank' },
+  { name: 'pd.transfer', key: Attr.chunkIndex, field: 'chunkIndex' },
+  { name: 'pd.kv.alloc', key: Attr.kvSlots, field: 'slots' },
+  { name: 'pd.hold', key: Attr.kvSlots, field: 'slots' },
+  { name: 'pd.transfer', key: Attr.transferBytes, field: 'bytes' },
+  { name: 'pd.hold', key: Attr.holdTimeoutMs, field: 'timeoutMs' },
+  { name: 'pd.drain', key: Attr.drainChunksDropped, field: 'chunksDropped' },
+  { name: 'pd.drain', key: Attr.drainInflight, field: 'inflight' },
+  { name: 'pd.drain', key: Attr.drainFailedSends, field: 'failedSends' },
+  { name: 'pd.kv.alloc', key: Attr.kvPages, field: 'pages', array: true },
+  { name: 'pd.transfer', key: Attr.kvPages, field: 'pages', array: true },
+  { name: 'pd.hold', key: Attr.kvPages, field: 'pages', array: true },
+  { name: 'pd.release', key: Attr.kvPages, field: 'pages', array: true },
+  { name: 'pd.hold', key: Attr.holdExpectedRanks, field: 'expectedRanks', array: true },
+  { name: 'pd.timeout', key: Attr.timeoutMissingRanks, field: 'missingRanks', array: true },
+];
+
+/** `name`'s valid span and resource with `key` set to `value` (an array holding 0 and `value` for array attributes). */
+function withInt(c: (typeof INT_CASES)[number], value: AttrValue): ValidationResult {
+  const set = { [c.key]: c.array ? [0, value] : value };
+  const role = roleOf(c.name);
+  return c.where === 'resource' ? validateSpan(makeSpan(c.name), { ...resourceFor(role), ...set }) : validateSpan(validSpan(c.name, set), resourceFor(role));
+}
+
+describe('validateSpan: every integer fits the column it is stored in', () => {
+  it('the declared column types are those of the spans table (migration 0001)', () => {
+    const sql = readFileSync(new URL('../pipeline/migrations/0001_spans_and_lifecycles.sql', import.meta.url), 'utf8');
+    const spansTable = sql.slice(sql.indexOf('spans{{local}}'), sql.indexOf('ENGINE'));
+    for (const [key, column] of Object.entries(STORED_IN)) {
+      const declared = new RegExp(`^\\s+${column} (?:Array\\()?(\\w+)`, 'm').exec(spansTable)?.[1];
+      assert.ok(declared, `column ${column} in the spans table`);
+      assert.equal(INT_COLUMNS[key]?.type, declared, `${key} is stored in ${column} ${declared}`);
+      assert.equal(INT_COLUMNS[key]?.max, TYPE_MAX[declared], `${key}: the largest ${declared}`);
+    }
+    assert.equal(UINT32_MAX, 4_294_967_295);
+    assert.equal(INT32_MAX, 2_147_483_647);
+  });
+
+  for (const c of INT_CASES) {
+    const column = INT_COLUMNS[c.key]!;
+    it(`${c.name} ${c.key}: ${column.max} (the largest ${column.type}) is accepted, ${column.max + 1} is rejected naming the field`, () => {
+      const event = assertValid(withInt(c, column.max)) as unknown as Record<string, unknown>;
+      const stored = c.where === 'resource' ? (event.engine as Record<string, unknown>)[c.field] : event[c.field];
+      assert.deepEqual(stored, c.array ? [0, column.max] : column.max);
+      // 2^53 is no longer a safe integer: out of range for the UInt64 column's exact part, not a non-integer.
+      assertRejected(withInt(c, column.max + 1), c.key, c.key, `from 0 to ${column.max}`, column.type, `number ${column.max + 1}`);
+    });
+    it(`${c.name} ${c.key}: -1 is rejected as not a non-negative integer`, () => {
+      assertRejected(withInt(c, -1), c.key, c.key, 'non-negative integer', 'number -1');
+    });
+  }
+
+  it('the values once stored wrapped are rejected: generation 2^40, a page 2^33, rank 2^31+5', () => {
+    assertRejected(validateSpan(validSpan('pd.handoff', { [Attr.generation]: 2 ** 40 }), resourceFor('decode')), Attr.generation, 'number 1099511627776', 'UInt32');
+    assertRejected(validateSpan(validSpan('pd.kv.alloc', { [Attr.kvPages]: [1, 2 ** 33, 3] }), resourceFor('decode')), Attr.kvPages, 'number 8589934592', 'UInt32');
+    assertRejected(validateSpan(validSpan('pd.transfer', { [Attr.rank]: 2 ** 31 + 5 }), resourceFor('prefill')), Attr.rank, 'number 2147483653', 'Int32');
+  });
+
+  it('a bigint (an int64 past 2^53) is out of range of every column', () => {
+    assertRejected(validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: 2n ** 60n }), resourceFor('prefill')), Attr.transferBytes, 'bigint 1152921504606846976', 'UInt64');
+    assertRejected(validateSpan(validSpan('pd.hold', { [Attr.kvPages]: [2n ** 60n] }), resourceFor('decode')), Attr.kvPages, 'bigint 1152921504606846976');
+  });
+});
+
+const NS_PER_MS = 1_000_000n;
+const NS_PER_DAY = 86_400_000_000_000n;
+/** An instant (or an interval, given its end) of `name` at `startNs`. */
+const at = (name: SpanName, startNs: bigint, endNs = startNs) => validateSpan(makeSpan(name, { startTimeUnixNano: startNs, endTimeUnixNano: endNs }), resourceFor(roleOf(name)));
+
+describe('validateSpan: times fit what can be stored', () => {
+  it('MAX_TIME_NS is the last nanosecond of ClickHouse DateTime (2^32-1 seconds): 2106-02-07T06:28:15.999999999Z', () => {
+    assert.equal(MAX_TIME_NS, (2n ** 32n - 1n) * 1_000_000_000n + 999_999_999n);
+    assert.equal(new Date(Number(MAX_TIME_NS / NS_PER_MS)).toISOString(), '2106-02-07T06:28:15.999Z');
+  });
+
+  it('a start in the year 2300 (10413792000000000000 ns, past DateTime64(9) too) is rejected naming span.start_time', () => {
+    const reason = assertRejected(at('pd.hold', 10_413_792_000_000_000_000n), 'span.start_time', 'span.start_time', '2300-01-01T00:00:00.000000000Z', 'the last time holdscope can store');
+    assert.equal(reason, 'span.start_time: 2300-01-01T00:00:00.000000000Z is later than 2106-02-07T06:28:15.999999999Z, the last time holdscope can store');
+  });
+
+  it('a start at MAX_TIME_NS is accepted, one nanosecond later is rejected', () => {
+    assert.equal(assertValid(at('pd.hold', MAX_TIME_NS)).startNs, MAX_TIME_NS);
+    assertRejected(at('pd.hold', MAX_TIME_NS + 1n), 'span.start_time', '2106-02-07T06:28:16.000000000Z');
+    assertRejected(at('pd.hold', 2n ** 64n - 1n), 'span.start_time');
+  });
+
+  it('an interval ending at MAX_TIME_NS is accepted, one ending a nanosecond later is rejected naming span.end_time', () => {
+    assert.equal(assertValid(at('pd.transfer', START_NS, MAX_TIME_NS)).endNs, MAX_TIME_NS);
+    assertRejected(at('pd.transfer', START_NS, MAX_TIME_NS + 1n), 'span.end_time', 'span.end_time', 'the last time holdscope can store');
+  });
+
+  it('checks times before pd.cluster, after the role', () => {
+    const span = makeSpan('pd.handoff', { startTimeUnixNano: MAX_TIME_NS + 1n, endTimeUnixNano: MAX_TIME_NS + 1n });
+    assertRejected(validateSpan(span, patched(resourceFor('decode'), { [ResourceAttr.cluster]: '' })), 'span.start_time');
+    assertRejected(validateSpan(span, resourceFor('prefill')), ResourceAttr.role);
+  });
+});
+
+describe('validateSpan: times within a receiver window (clock skew and retention)', () => {
+  const nowMs = Date.UTC(2026, 11, 5, 12, 0, 0, 0);
+  const window = spanTimeWindow(nowMs, 3_600_000, 30);
+  const nowNs = BigInt(nowMs) * NS_PER_MS;
+  const latest = nowNs + 3_600_000n * NS_PER_MS;
+  const oldest = nowNs - 30n * NS_PER_DAY;
+  const inWindow = (name: SpanName, startNs: bigint, endNs = startNs, w: SpanTimeWindow = window) =>
+    validateSpan(makeSpan(name, { startTimeUnixNano: startNs, endTimeUnixNano: endNs }), resourceFor(roleOf(name)), w);
+
+  it('spanTimeWindow: now, the skew and the oldest start in nanoseconds; defaults of 1 hour and 30 days', () => {
+    assert.deepEqual(window, { nowNs, maxFutureSkewNs: 3_600_000_000_000n, oldestStartNs: oldest });
+    assert.equal(DEFAULT_MAX_CLOCK_SKEW_MS, 3_600_000);
+    assert.equal(DEFAULT_RETENTION_DAYS, 30);
+    assert.deepEqual(spanTimeWindow(nowMs), window);
+    assert.deepEqual(spanTimeWindow(nowMs, 0, 1), { nowNs, maxFutureSkewNs: 0n, oldestStartNs: nowNs - NS_PER_DAY });
+  });
+
+  it('a start exactly the skew ahead is accepted, one nanosecond further is rejected naming span.start_time', () => {
+    assert.equal(assertValid(inWindow('pd.hold', latest)).startNs, latest);
+    assertRejected(inWindow('pd.hold', latest + 1n), 'span.start_time', 'span.start_time', 'clock skew of 3600000 ms', '2026-12-05T12:00:00.000000000Z');
+  });
+
+  it('an interval ending more than the skew ahead is rejected naming span.end_time', () => {
+    assert.equal(assertValid(inWindow('pd.transfer', nowNs, latest)).endNs, latest);
+    assertRejected(inWindow('pd.transfer', nowNs, latest + 1n), 'span.end_time', 'span.end_time', 'clock skew');
+  });
+
+  it('a start exactly the retention back is accepted, one nanosecond earlier is rejected naming span.start_time', () => {
+    assert.equal(assertValid(inWindow('pd.hold', oldest)).startNs, oldest);
+    assertRejected(inWindow('pd.hold', oldest - 1n), 'span.start_time', 'span.start_time', 'retention', '2026-11-05T12:00:00.000000000Z');
+    // The interval's end being recent does not save a start past the retention.
+    assertRejected(inWindow('pd.transfer', oldest - 1n, nowNs), 'span.start_time', 'retention');
+  });
+
+  it('without a window only what can be stored is checked: a span of 2023 is accepted', () => {
+    assertValid(at('pd.hold', START_NS));
+    assertRejected(inWindow('pd.hold', START_NS), 'span.start_time', 'retention');
+  });
+
+  it('a zero skew takes nothing after now', () => {
+    const strict = spanTimeWindow(nowMs, 0, 30);
+    assertValid(inWindow('pd.hold', nowNs, nowNs, strict));
+    assertRejected(inWindow('pd.hold', nowNs + 1n, nowNs + 1n, strict), 'span.start_time', 'clock skew of 0 ms');
+  });
+
+  it('spans not ours are not judged by the window', () => {
+    assert.deepEqual(validateSpan(makeSpan('http.request', { startTimeUnixNano: 1n, endTimeUnixNano: 1n }), {}, window), { status: 'not_ours' });
+  });
+});
+
+describe('values the decoder could not take as sent', () => {
+  it('rejects a span whose time came as a JSON number past 2^53, naming the time', () => {
+    const result = validateSpan({ ...validSpan('pd.drain'), inexactTime: 'endTimeUnixNano' }, resourceFor('prefill'));
+    assert.equal(result.status, 'invalid');
+    assert.equal((result as { field: string }).field, 'span.end_time');
+    assert.match((result as { reason: string }).reason, /decimal strings/);
+  });
+});
+
+describe('strings that are not Unicode text', () => {
+  it('rejects the span naming the attribute, for a lone surrogate in any string attribute', () => {
+    for (const text of ['\ud800', 'a\udc00b', '\udfff\ud800']) {
+      const result = validateSpan(validSpan('pd.drain', { [Attr.decodeEngineId]: text }), resourceFor('prefill'));
+      assert.equal(result.status, 'invalid', JSON.stringify(text));
+      assert.equal((result as { field: string }).field, Attr.decodeEngineId);
+      assert.match((result as { reason: string }).reason, /not valid Unicode text/);
+    }
+    assert.equal(validateSpan(validSpan('pd.drain', { [Attr.decodeEngineId]: 'décode-😀' }), resourceFor('prefill')).status, 'valid');
   });
 });

@@ -16,10 +16,11 @@ import {
   TransferStatus,
 } from './names.ts';
 import type { AttrMap, AttrValue, OtlpSpan } from './otlp-model.ts';
+import { INT_COLUMNS, isoNanos, MAX_TIME_NS, type IntColumn, type SpanTimeWindow } from './limits.ts';
 
 /** Raised inside the validator only; turned into an `invalid` result with its message as the reason. */
 class Rejection extends Error {
-  /** The attribute (or `span.name`, `span.time`) at fault: a bounded label for metrics. */
+  /** The attribute (or `span.name`, `span.time`, `span.start_time`, `span.end_time`) at fault: a bounded label for metrics. */
   constructor(
     readonly field: string,
     message: string,
@@ -33,6 +34,18 @@ const MAX_STRING = 1024;
 /** How much of an unknown span name a rejection quotes. */
 const MAX_QUOTED_NAME = 100;
 
+/** The column an integer attribute is stored in; one missing from INT_COLUMNS is a bug here, not the sender's. */
+function intColumn(key: string): IntColumn {
+  const column = INT_COLUMNS[key];
+  if (!column) throw new Error(`no column range declared for the integer attribute ${key}`);
+  return column;
+}
+
+/** Whether `value` is a positive integer, so that only its size can keep it out of a column (a bigint is one past 2^53). */
+function tooLarge(value: AttrValue | undefined): boolean {
+  return (typeof value === 'number' && Number.isInteger(value) && value > 0) || (typeof value === 'bigint' && value > 0n);
+}
+
 function describe(value: AttrValue | undefined): string {
   if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'an array';
@@ -42,6 +55,13 @@ function describe(value: AttrValue | undefined): string {
   if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
   return `${typeof value} ${String(value)}`;
 }
+
+/**
+ * Whether a string is Unicode text (no lone surrogate): one that is not would be stored with U+FFFD in place of what was
+ * sent (the protobuf decoder marks invalid UTF-8 with a lone surrogate, and JSON can carry one as `\ud800`).
+ */
+const isUnicode = (text: string) => (text as string & { isWellFormed(): boolean }).isWellFormed();
+const NOT_UNICODE = (key: string) => `${key}: not valid Unicode text (invalid UTF-8, or a lone UTF-16 surrogate); it cannot be stored as sent`;
 
 /** Reads typed attributes from one attribute map, rejecting with a reason that names the key. */
 class AttrReader {
@@ -63,6 +83,7 @@ class AttrReader {
     const value = this.attrs[key];
     if (typeof value !== 'string' || value.length === 0) this.fail(key, 'a non-empty string', value);
     if (value.length > MAX_STRING) throw new Rejection(key, `${key}: longer than ${MAX_STRING} characters`);
+    if (!isUnicode(value)) throw new Rejection(key, NOT_UNICODE(key));
     return value;
   }
 
@@ -70,10 +91,17 @@ class AttrReader {
     return this.has(key) ? this.string(key) : fallback;
   }
 
+  /** Rejects a value its column cannot hold: ClickHouse would refuse the INSERT or store it wrapped. */
+  private outOfRange(key: string, column: IntColumn, what: string, value: AttrValue | undefined): never {
+    throw new Rejection(key, `${key}: expected ${what} from 0 to ${column.max} (stored as ${column.type}), got ${describe(value)}`);
+  }
+
   int(key: string): number {
     const value = this.attrs[key];
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) this.fail(key, 'a non-negative integer', value);
-    return value + 0; // normalizes -0
+    const column = intColumn(key);
+    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= column.max) return value + 0; // normalizes -0
+    if (tooLarge(value)) this.outOfRange(key, column, 'an integer', value);
+    this.fail(key, 'a non-negative integer', value);
   }
 
   optionalInt(key: string, fallback: number): number {
@@ -89,8 +117,10 @@ class AttrReader {
   intArray(key: string): number[] {
     const value = this.attrs[key];
     if (!Array.isArray(value)) this.fail(key, 'an array of non-negative integers', value);
+    const column = intColumn(key);
     for (const item of value) {
-      if (typeof item !== 'number' || !Number.isSafeInteger(item) || item < 0) {
+      if (typeof item !== 'number' || !Number.isSafeInteger(item) || item < 0 || item > column.max) {
+        if (tooLarge(item)) this.outOfRange(key, column, 'items', item);
         this.fail(key, 'an array of non-negative integers', item);
       }
     }
@@ -102,6 +132,7 @@ class AttrReader {
     if (!Array.isArray(value)) this.fail(key, 'an array of strings', value);
     for (const item of value) {
       if (typeof item !== 'string' || item.length === 0 || item.length > MAX_STRING) this.fail(key, `an array of non-empty strings of at most ${MAX_STRING} characters`, item);
+      if (!isUnicode(item)) throw new Rejection(key, NOT_UNICODE(key));
     }
     return value as string[];
   }
@@ -135,19 +166,46 @@ function readEngine(resource: AttrReader): EngineRef {
 
 /**
  * Turns one OTLP span and its resource into a typed PD event, or says why it cannot: a precise reason
- * naming the attribute for contract violations, `not_ours` for spans outside the `pd.` namespace.
+ * naming the attribute for contract violations, `not_ours` for spans outside the `pd.` namespace. Every value
+ * must fit the column it is stored in (contract/limits.ts); with a `window`, the span's times must also lie
+ * within it (a receiver's clock skew and retention).
  */
-export function validateSpan(span: OtlpSpan, resource: AttrMap): ValidationResult {
+export function validateSpan(span: OtlpSpan, resource: AttrMap, window?: SpanTimeWindow): ValidationResult {
   if (!span.name.startsWith(PD_PREFIX)) return { status: 'not_ours' };
   try {
-    return { status: 'valid', event: toEvent(span, resource) };
+    return { status: 'valid', event: toEvent(span, resource, window) };
   } catch (error) {
     if (error instanceof Rejection) return { status: 'invalid', spanName: span.name, field: error.field, reason: error.message };
     throw error;
   }
 }
 
-function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
+/** Rejects times holdscope cannot store (MAX_TIME_NS) and, given a window, times outside it. */
+function checkTimes(span: OtlpSpan, window: SpanTimeWindow | undefined): void {
+  if (span.inexactTime) {
+    const field = span.inexactTime === 'startTimeUnixNano' ? 'span.start_time' : 'span.end_time';
+    throw new Rejection(field, `${field}: sent as a JSON number past 2^53, whose last digits the JSON parser rounds; send 64-bit integers as decimal strings`);
+  }
+  const start = span.startTimeUnixNano;
+  const end = span.endTimeUnixNano;
+  // The start first: the end is not before it, so when both are too late the start is the one to name.
+  if (start > MAX_TIME_NS) throw new Rejection('span.start_time', `span.start_time: ${isoNanos(start)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`);
+  if (end > MAX_TIME_NS) throw new Rejection('span.end_time', `span.end_time: ${isoNanos(end)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`);
+  if (!window) return;
+  const latest = window.nowNs + window.maxFutureSkewNs;
+  const ahead = (field: string, ns: bigint) =>
+    new Rejection(
+      field,
+      `${field}: ${isoNanos(ns)} is more than the allowed clock skew of ${window.maxFutureSkewNs / 1_000_000n} ms ahead of the receiver's clock (${isoNanos(window.nowNs)}); check the sender's clock`,
+    );
+  if (start > latest) throw ahead('span.start_time', start);
+  if (end > latest) throw ahead('span.end_time', end);
+  if (start < window.oldestStartNs) {
+    throw new Rejection('span.start_time', `span.start_time: ${isoNanos(start)} is before ${isoNanos(window.oldestStartNs)}, the oldest time kept (the retention)`);
+  }
+}
+
+function toEvent(span: OtlpSpan, resourceAttrs: AttrMap, window: SpanTimeWindow | undefined): PdEvent {
   const attrs = new AttrReader(span.attributes, 'span');
   const resource = new AttrReader(resourceAttrs, 'resource');
   const onSpan = attrs.has(Attr.contractVersion);
@@ -170,6 +228,7 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap): PdEvent {
   }
   if (span.endTimeUnixNano < span.startTimeUnixNano) throw new Rejection('span.time', 'span ends before it starts');
   if (span.startTimeUnixNano <= 0n) throw new Rejection('span.time', 'span has no start time');
+  checkTimes(span, window);
   const base = {
     cluster: resource.optionalString(ResourceAttr.cluster, DEFAULT_CLUSTER),
     requestId: attrs.string(Attr.requestId),

@@ -1,20 +1,30 @@
+import type { MessageHeaders, SpanTimeWindow } from '../contract/index.ts';
 import { InputError, type Logger } from '../common/index.ts';
 import { eventsOf } from './decode.ts';
 import type { PipelineMetrics } from './metrics.ts';
 import { EncodedRowsBuilder, type EncodedRows } from './encode.ts';
 import { spanRow } from './rows.ts';
 
-/** Message values to span rows ready to insert, counting what is skipped and why. Undecodable messages never block a partition. */
-export function rowsOf(values: Iterable<Buffer | null>, metrics: PipelineMetrics, log: Logger): EncodedRows {
+/** A message read from Kafka (or handed over in process): its value, and its headers, which may declare the encoding. */
+export interface SpanMessageIn {
+  value: Buffer | null;
+  headers?: MessageHeaders;
+}
+
+/**
+ * Messages to span rows ready to insert, counting what is skipped and why. Undecodable messages never block a
+ * partition. With a `window`, spans outside it (clock skew, retention) are skipped as invalid.
+ */
+export function rowsOf(messages: Iterable<SpanMessageIn>, metrics: PipelineMetrics, log: Logger, window?: SpanTimeWindow): EncodedRows {
   const rows = new EncodedRowsBuilder();
-  for (const value of values) {
+  for (const { value, headers } of messages) {
     metrics.messages.inc();
     if (!value || value.length === 0) {
       metrics.undecodable.inc();
       continue;
     }
     try {
-      const decoded = eventsOf(value);
+      const decoded = eventsOf(value, headers, window);
       for (const event of decoded.events) rows.add(spanRow(event));
       if (decoded.notOurs > 0) metrics.notOurs.inc(decoded.notOurs);
       for (const bad of decoded.invalid) metrics.invalidSpans.inc({ field: bad.field });

@@ -1,5 +1,6 @@
 import kafkajs, { type Consumer, type Kafka } from 'kafkajs';
 import type { Logger } from '../common/index.ts';
+import type { SpanTimeWindow } from '../contract/index.ts';
 import { DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_REBALANCE_TIMEOUT_MS } from './config.ts';
 import type { EncodedRows } from './encode.ts';
 import { rowsOf } from './ingest.ts';
@@ -35,6 +36,8 @@ export interface KafkaSourceOptions {
    * taken (they wait, heartbeating). Default: the pipeline configuration's (`maxInFlightBytes`).
    */
   maxInFlightBytes?: number;
+  /** The time rule applied to each batch's spans as it is read (clock skew, retention); none when absent. */
+  timeWindow?: () => SpanTimeWindow;
 }
 
 const RESTART_DELAY_MS = 2000;
@@ -168,6 +171,11 @@ export class KafkaSource {
   }
 
   /** What the consumer is doing now, in words (for a shutdown that takes too long). */
+  /** In its group and fetching: what /readyz of `holdscope pipeline` reports. */
+  consuming(): boolean {
+    return this.phase === 'consuming';
+  }
+
   status(): string {
     const inHand = `${this.phase}; ${this.batchesInHand} batch${this.batchesInHand === 1 ? '' : 'es'} in hand`;
     if (this.inFlightWrites === 0) return inHand;
@@ -239,11 +247,8 @@ export class KafkaSource {
           this.throwIfRejoining();
           // Left unresolved, the batch is fetched again, by this member or by the partition's next owner.
           if (!current() || !isRunning() || isStale()) return;
-          const rows = rowsOf(
-            batch.messages.map((m) => m.value),
-            metrics,
-            log,
-          );
+          // With their headers: the collector's declare the encoding, which is then never guessed from the bytes.
+          const rows = rowsOf(batch.messages, metrics, log, this.options.timeWindow?.());
           const lastOffset = batch.lastOffset();
           this.hand(rows, batch.topic, batch.partition, lastOffset);
           // The fetch position moves on now; the group's committed offset only once ClickHouse has the rows.

@@ -39,7 +39,8 @@ function spansOf(messages: { key: string | null; value: Buffer }[]) {
 
 /** One pd.hold span; an override of `undefined` removes the attribute. */
 function pdSpanRequest(overrides: Record<string, unknown> = {}, name = 'pd.hold'): OtlpTraceRequest {
-  const t = 1_767_225_600_000_000_000n;
+  // A minute ago: the collector rejects spans outside its clock skew and retention.
+  const t = BigInt(Date.now() - 60_000) * 1_000_000n;
   const attributes: Record<string, unknown> = {
     'pd.request.id': 'req-1',
     'pd.request.generation': 0,

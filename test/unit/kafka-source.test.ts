@@ -11,10 +11,11 @@ import type { Consumer, ConsumerConfig, ConsumerRunConfig, EachBatchPayload, Kaf
 import { createLogger } from '../../common/index.ts';
 import { encodeOtlpProtobuf } from '../../contract/index.ts';
 import { ConfigError } from '../../common/errors.ts';
-import { stopWithin } from '../../cli/pipeline.ts';
+import { stopWithin } from '../../common/index.ts';
 import { commitRefusal, crashReason, KafkaSource } from '../../pipeline/kafka-source.ts';
 import type { EncodedRows } from '../../pipeline/encode.ts';
-import { createPipelineMetrics, loadConfig, pipelineConfigSchema, type PipelineMetrics, type SpanWriter } from '../../pipeline/index.ts';
+import { loadConfig } from '../../common/index.ts';
+import { createPipelineMetrics, pipelineConfigSchema, type PipelineMetrics, type SpanWriter } from '../../pipeline/index.ts';
 import { holdRequest, holdSpan, nowNs } from '../support/fuzz-otlp.ts';
 
 const require = createRequire(import.meta.url);
@@ -137,11 +138,11 @@ const spanMessage = (): Buffer => Buffer.from(encodeOtlpProtobuf(holdRequest([ho
  * Starts the source's eachBatch on a one-message batch at `offset` of `partition`: what it resolved so far, how it
  * ended once it did, and the heartbeats it sent.
  */
-function startBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null; heartbeat?: () => Promise<void> } = {}) {
+function startBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer>; heartbeat?: () => Promise<void> } = {}) {
   const resolved: string[] = [];
   let heartbeats = 0;
   const payload = {
-    batch: { topic: 't', partition: options.partition ?? 3, messages: [{ value: options.value ?? null, offset }], lastOffset: () => offset },
+    batch: { topic: 't', partition: options.partition ?? 3, messages: [{ value: options.value ?? null, offset, headers: options.headers }], lastOffset: () => offset },
     heartbeat: () => {
       heartbeats++;
       return options.heartbeat?.() ?? Promise.resolve();
@@ -160,7 +161,7 @@ function startBatch(consumer: FakeConsumer, offset = '41', options: { partition?
 }
 
 /** Runs eachBatch to its end (which, unless it waits for room, does not wait for ClickHouse). */
-async function runBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null } = {}) {
+async function runBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer> } = {}) {
   const started = startBatch(consumer, offset, options);
   return { resolved: started.resolved, outcome: await started.outcome };
 }
@@ -246,6 +247,23 @@ describe('KafkaSource', () => {
     assert.deepEqual(consumer.committed, [[{ topic: 't', partition: 3, offset: '42' }]]);
     assert.equal(await counter(metrics, 'commits'), 1);
     assert.equal(await counter(metrics, 'inFlightBytes'), 0);
+    await source.shutdown();
+  });
+
+  it("decodes each message by the encoding its headers declare (kafkajs's Buffers)", async () => {
+    const { source, consumers, metrics, writes } = setup();
+    await source.start();
+    const consumer = consumers[0] as FakeConsumer;
+    const header = (value: string) => Buffer.from(value);
+    await runBatch(consumer, '41', { value: spanMessage(), headers: { 'content-type': header('application/x-protobuf'), 'holdscope-encoding': header('otlp_proto') } });
+    // The same protobuf value declared JSON: undecodable as declared, never decoded by a guess.
+    await runBatch(consumer, '42', { value: spanMessage(), headers: { 'content-type': header('application/json') } });
+    assert.deepEqual(
+      writes.map((w) => w.rows),
+      [1, 0],
+    );
+    assert.equal(await counter(metrics, 'undecodable'), 1);
+    for (const w of writes) w.ack();
     await source.shutdown();
   });
 
