@@ -1,4 +1,4 @@
-import { LifecycleKeySet, type LifecycleKey } from './records.ts';
+import { LifecycleKeySet, type LifecycleKeyTuple } from './records.ts';
 import type { SpanRow } from './rows.ts';
 
 /**
@@ -40,11 +40,28 @@ export function encodeSpanLine(row: SpanRow): string {
   return line + '\n';
 }
 
+const ARRAY_COLUMNS = new Set<string>(['pages', 'expected_ranks', 'missing_ranks', 'cancel_targets']);
+const UNESCAPES: Record<string, string> = { t: '\t', n: '\n', r: '\r', '\\': '\\' };
+
+/**
+ * A line of `encodeSpanLine` read back, column by column: scalar fields unescaped, arrays as their text. For rows
+ * ClickHouse refused (dead letters), whose fields are not to be trusted to parse as their types.
+ */
+export function spanLineFields(line: string): Record<string, string> {
+  const fields = line.replace(/\n$/, '').split('\t');
+  const columns: Record<string, string> = {};
+  for (const [i, column] of SPAN_COLUMNS.entries()) {
+    const text = fields[i] ?? '';
+    columns[column] = ARRAY_COLUMNS.has(column) ? text : text.replace(/\\(.)/g, (_, c: string) => UNESCAPES[c] ?? c);
+  }
+  return columns;
+}
+
 /** Rows ready for one INSERT: the text, how many rows it holds, and the lifecycles they belong to. */
 export interface EncodedRows {
   text: string;
   rows: number;
-  keys: LifecycleKey[];
+  keys: LifecycleKeyTuple[];
 }
 
 /**

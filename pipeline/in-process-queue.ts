@@ -1,4 +1,5 @@
-import type { DeadLetter, SpanMessage, SpanQueue } from '../collector/index.ts';
+import type { DeadLetter, SpanMessage, SpanQueue } from '../contract/index.ts';
+import { MESSAGE_HEADERS } from '../contract/index.ts';
 import { OverloadedError, retryable, success, UnavailableError, type Logger, type RetryableResult } from '../common/index.ts';
 import { rowsOf } from './ingest.ts';
 import type { PipelineMetrics } from './metrics.ts';
@@ -11,7 +12,8 @@ const OVERLOADED_RETRY_MS = 1000;
  * publishes go straight to the ClickHouse writer, with the same bound and batching. A publish succeeds only
  * once ClickHouse has the rows, so a 200 still means stored; what is lost is Kafka's buffer: while
  * ClickHouse is down, senders are told to retry instead of their spans waiting in a topic, and dead letters
- * are counted and logged rather than kept.
+ * are counted and logged rather than kept. Rows ClickHouse refuses for their content go to `span_dead_letters`
+ * as they do behind Kafka, and their request is answered 200 like the rest: sending them again would not help.
  */
 export class InProcessQueue implements SpanQueue {
   private pending = 0;
@@ -32,22 +34,28 @@ export class InProcessQueue implements SpanQueue {
     const spans = messages.reduce((n, m) => n + m.spans, 0);
     if (spans === 0) return success(undefined);
     if (this.pending + spans > this.options.maxPendingSpans) {
-      return retryable(OVERLOADED_RETRY_MS, new OverloadedError(`${this.pending} spans waiting for ClickHouse`, { retryAfterMs: OVERLOADED_RETRY_MS }));
+      return retryable(new OverloadedError(`${this.pending} spans waiting for ClickHouse`, { retryAfterMs: OVERLOADED_RETRY_MS }));
     }
     this.pending += spans;
-    const written = this.writer.write(rowsOf(messages.map((m) => m.value), this.options.metrics, this.options.log)).finally(() => {
+    const written = this.writer.write(rowsOf(messages.map((m) => ({ value: m.value, headers: MESSAGE_HEADERS })), this.options.metrics, this.options.log)).finally(() => {
       this.pending -= spans;
     });
     let timer: NodeJS.Timeout | undefined;
     // A sender waits at most timeoutMs; rows still land later, and its retry is then a harmless duplicate.
     const late = new Promise<RetryableResult<void>>((resolve) => {
       timer = setTimeout(
-        () => resolve(retryable(OVERLOADED_RETRY_MS * 2, new UnavailableError(`ClickHouse did not acknowledge within ${this.options.timeoutMs} ms`))),
+        () => resolve(retryable(new UnavailableError(`ClickHouse did not acknowledge within ${this.options.timeoutMs} ms`, { retryAfterMs: OVERLOADED_RETRY_MS * 2 }))),
         this.options.timeoutMs,
       );
     });
     try {
-      return await Promise.race([written.then(() => success<void>(undefined)), late]);
+      // The writer refuses rows only once it stops (rows ClickHouse refuses for their content are dead-lettered and
+      // resolve): the sender retries, against this process's successor.
+      const stored = written.then(
+        () => success<void>(undefined),
+        () => retryable<void>(new UnavailableError('holdscope is stopping: spans not stored', { retryAfterMs: OVERLOADED_RETRY_MS })),
+      );
+      return await Promise.race([stored, late]);
     } finally {
       clearTimeout(timer);
     }
@@ -57,5 +65,8 @@ export class InProcessQueue implements SpanQueue {
     return this.writer.flush();
   }
 
-  async shutdown(): Promise<void> {}
+  /** Stops the writer (the collector calls this once it takes no more requests): retries end, unstored rows are refused. */
+  shutdown(): Promise<void> {
+    return this.writer.shutdown();
+  }
 }

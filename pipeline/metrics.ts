@@ -9,7 +9,18 @@ export function createPipelineMetrics(registry = new Registry()) {
     invalidSpans: new Counter({ name: 'holdscope_pipeline_invalid_spans_total', help: 'PD spans that break the contract, by field', labelNames: ['field'], registers: [registry] }),
     notOurs: new Counter({ name: 'holdscope_pipeline_spans_not_ours_total', help: 'Spans outside the pd. namespace (skipped)', registers: [registry] }),
     rowsInserted: new Counter({ name: 'holdscope_pipeline_rows_inserted_total', help: 'Span rows acknowledged by ClickHouse', registers: [registry] }),
-    insertFailures: new Counter({ name: 'holdscope_pipeline_insert_failures_total', help: 'Failed INSERTs of spans and record refreshes (retried)', labelNames: ['retriable'], registers: [registry] }),
+    insertFailures: new Counter({
+      name: 'holdscope_pipeline_insert_failures_total',
+      help: 'Failed INSERTs of spans (and of dead letters) and record refreshes, by whether ClickHouse called the failure transient; retried, except INSERTs of rows ClickHouse refused (then split, see holdscope_pipeline_dead_letter_rows_total)',
+      labelNames: ['retriable'],
+      registers: [registry],
+    }),
+    deadLetterRows: new Counter({
+      name: 'holdscope_pipeline_dead_letter_rows_total',
+      help: 'Span rows ClickHouse refused for their content, stored in span_dead_letters instead of spans, by ClickHouse error code and name (a batch read again after a crash counts its rows again)',
+      labelNames: ['code', 'error'],
+      registers: [registry],
+    }),
     insertSeconds: new Histogram({
       name: 'holdscope_pipeline_insert_duration_seconds',
       help: 'Time ClickHouse took to acknowledge an INSERT',

@@ -112,7 +112,7 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
-  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket'], ['late_write_pages', 'landed_at'], ['page_allocations', 'allocated_at'], ['hold_minutes', 'minute']]) {
+  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket'], ['late_write_pages', 'landed_at'], ['page_allocations', 'allocated_at'], ['hold_minutes', 'minute'], ['span_dead_letters', 'dead_at']]) {
     await run(
       `ALTER TABLE ${options.database}.${table}${local} ${onCluster} MODIFY TTL toDateTime(${column}) + INTERVAL ${options.retentionDays} DAY`,
       `setting the retention of ${table}`,

@@ -1,10 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { TupleParam } from '@clickhouse/client';
 import { classifyClickHouseError, type ClickHouseClient } from '../common/index.ts';
+import { lifecycleKeyId } from '../contract/index.ts';
 import { rebuildHoldMinutes, refreshHoldMinutes, type HoldMinute } from './hold-minutes.ts';
 
-/** A lifecycle's identity: (cluster, request id, generation). */
-export type LifecycleKey = readonly [cluster: string, requestId: string, generation: number];
+/**
+ * A lifecycle key (contract/events.ts `LifecycleKey`) as the tuple the refresh statements take as a query parameter
+ * (`Array(Tuple(String, String, UInt32))`).
+ */
+export type LifecycleKeyTuple = readonly [cluster: string, requestId: string, generation: number];
 
 const sql = (name: string) => readFileSync(new URL(`./sql/${name}.sql`, import.meta.url), 'utf8');
 const REFRESH = sql('refresh_lifecycle_records');
@@ -23,22 +27,22 @@ const MAX_KEY_TEXT_PER_PARAMETER = 64 * 1024;
 const PARAMETERS_PER_STATEMENT = 4;
 
 /** About how much text a key takes in the parameter (quotes, commas and escapes included). */
-const keyText = ([cluster, requestId]: LifecycleKey) => 2 * (cluster.length + requestId.length) + 24;
+const keyText = ([cluster, requestId]: LifecycleKeyTuple) => 2 * (cluster.length + requestId.length) + 24;
 
 /** The distinct lifecycle keys of span rows, in first-seen order. */
 export class LifecycleKeySet {
-  private readonly keys = new Map<string, LifecycleKey>();
+  private readonly keys = new Map<string, LifecycleKeyTuple>();
 
   add(cluster: string, requestId: string, generation: number): void {
-    const id = `${cluster}\u0000${requestId}\u0000${generation}`;
+    const id = lifecycleKeyId(cluster, requestId, generation);
     if (!this.keys.has(id)) this.keys.set(id, [cluster, requestId, generation]);
   }
 
-  addAll(keys: Iterable<LifecycleKey>): void {
+  addAll(keys: Iterable<LifecycleKeyTuple>): void {
     for (const [cluster, requestId, generation] of keys) this.add(cluster, requestId, generation);
   }
 
-  values(): LifecycleKey[] {
+  values(): LifecycleKeyTuple[] {
     return [...this.keys.values()];
   }
 }
@@ -48,7 +52,7 @@ export class LifecycleKeySet {
  * the hold minutes their holds started in (migration 0010). Idempotent: running it again, or for a replayed batch,
  * writes the same records and minutes.
  */
-export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKey[]): Promise<void> {
+export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKeyTuple[]): Promise<void> {
   const statements = keyStatements(database, keys);
   const touched = new Map<string, HoldMinute>();
   for (const { params, count } of statements) {
@@ -70,7 +74,7 @@ export async function refreshLifecycleRecords(client: ClickHouseClient, database
 }
 
 /** The keys as the parameters of as few statements as they fit (`keys_0` … `keys_3` in the SQL). */
-function keyStatements(database: string, keys: readonly LifecycleKey[]): { params: Record<string, unknown>; count: number }[] {
+function keyStatements(database: string, keys: readonly LifecycleKeyTuple[]): { params: Record<string, unknown>; count: number }[] {
   const parameters = splitKeys(keys);
   const statements: { params: Record<string, unknown>; count: number }[] = [];
   for (let first = 0; first < parameters.length; first += PARAMETERS_PER_STATEMENT) {
@@ -88,13 +92,13 @@ function keyStatements(database: string, keys: readonly LifecycleKey[]): { param
 }
 
 /** The keys in parameter-sized chunks, in order. */
-function splitKeys(keys: readonly LifecycleKey[]): LifecycleKey[][] {
-  const chunks: LifecycleKey[][] = [];
+function splitKeys(keys: readonly LifecycleKeyTuple[]): LifecycleKeyTuple[][] {
+  const chunks: LifecycleKeyTuple[][] = [];
   for (let first = 0; first < keys.length; ) {
     let end = first + 1;
-    let text = keyText(keys[first] as LifecycleKey);
+    let text = keyText(keys[first] as LifecycleKeyTuple);
     for (; end < keys.length && end - first < MAX_KEYS_PER_PARAMETER; end++) {
-      text += keyText(keys[end] as LifecycleKey);
+      text += keyText(keys[end] as LifecycleKeyTuple);
       if (text > MAX_KEY_TEXT_PER_PARAMETER) break;
     }
     chunks.push(keys.slice(first, end));

@@ -1,8 +1,19 @@
-import { classifyClickHouseError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import type { PipelineMetrics } from './metrics.ts';
 import { Readable } from 'node:stream';
-import { SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
-import { LifecycleKeySet, refreshLifecycleRecords, type LifecycleKey } from './records.ts';
+import {
+  classifyClickHouseError,
+  clickHouseFailureKind,
+  DEFAULT_RETRY_POLICY,
+  HoldscopeError,
+  retry,
+  serverErrorOf,
+  UnavailableError,
+  type ClickHouseClient,
+  type Logger,
+  type RetryPolicy,
+} from '../common/index.ts';
+import type { PipelineMetrics } from './metrics.ts';
+import { SPAN_COLUMNS, spanLineFields, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
+import { LifecycleKeySet, refreshLifecycleRecords, type LifecycleKeyTuple } from './records.ts';
 
 export interface SpanWriterOptions {
   client: ClickHouseClient;
@@ -13,15 +24,13 @@ export interface SpanWriterOptions {
   lingerMs: number;
   /** Least time between the starts of two record refreshes (ms), 0 when omitted: rounds further apart take more batches each. */
   refreshIntervalMs?: number;
-  /** First and largest pause between retries of a failed INSERT (ms). */
-  retryInitialMs: number;
-  retryMaxMs: number;
+  /** Pauses between retries of a failed INSERT or refresh: DEFAULT_RETRY_POLICY (250 ms doubling to 5 s, jittered) when omitted. */
+  retry?: RetryPolicy;
   metrics: PipelineMetrics;
   log: Logger;
 }
 
 interface Waiter {
-  keepAlive?: () => Promise<void>;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -30,10 +39,61 @@ interface Pending extends Waiter {
   batch: EncodedRows;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Longest ClickHouse message kept with a dead letter: parse errors quote the input around the fault. */
+const MAX_DEAD_LETTER_MESSAGE_CHARS = 4000;
+
+/** A row ClickHouse refused on its own (a TabSeparated line with its newline), and its answer. */
+interface DeadLetter {
+  line: string;
+  error: HoldscopeError;
+}
+
+/**
+ * For `retry`: everything but ClickHouse refusing the content is retried. A `setup` failure (a missing table, a refused
+ * login, a full disk) is not the rows' doing: the same rows go in once an operator acts, and splitting the batch would
+ * dead-letter every one of them.
+ */
+const retryUnlessContent =
+  (doing: string) =>
+  (error: unknown): HoldscopeError => {
+    const failure = classifyClickHouseError(error, doing);
+    if (failure.retriable || clickHouseFailureKind(error) !== 'setup') return failure;
+    return new UnavailableError(failure.message, { cause: error, code: failure.code });
+  };
+
+/** For `retry`: every failure is retried (see refreshRecords). */
+const retryAlways =
+  (doing: string) =>
+  (error: unknown): HoldscopeError => {
+    const failure = classifyClickHouseError(error, doing);
+    return failure.retriable ? failure : new UnavailableError(failure.message, { cause: error, code: failure.code });
+  };
+
+/** The rows of TabSeparated texts, each line with its newline (a newline inside a field is escaped, never raw). */
+const linesOf = (texts: string[]): string[] =>
+  texts.flatMap((text) => (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).map((line) => (line.endsWith('\n') ? line : `${line}\n`)));
+
+/** A span_dead_letters row (migration 0011) for a refused line. */
+function deadLetterRow({ line, error }: DeadLetter) {
+  const columns = spanLineFields(line);
+  const server = serverErrorOf(error);
+  return {
+    cluster: columns.cluster ?? '',
+    request_id: columns.request_id ?? '',
+    generation: columns.generation ?? '',
+    name: columns.name ?? '',
+    trace_id: columns.trace_id ?? '',
+    span_id: columns.span_id ?? '',
+    columns,
+    row: line.replace(/\n$/, ''),
+    error_code: Number(server?.code ?? 0),
+    error_name: server?.type ?? error.code,
+    error_message: (server?.message ?? error.message).slice(0, MAX_DEAD_LETTER_MESSAGE_CHARS),
+  };
+}
 
 interface RefreshRequest {
-  keys: LifecycleKey[];
+  keys: LifecycleKeyTuple[];
   rows: number;
   waiters: Waiter[];
 }
@@ -63,8 +123,11 @@ function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { ta
 /**
  * Coalesces rows from concurrent callers (Kafka partitions, collector requests) into large INSERTs into
  * `spans` (whose materialized view feeds the lifecycle states), then recomputes the stored records of the
- * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both; while ClickHouse
- * is down it keeps retrying with backoff, so callers simply wait and memory stays bounded by what they hold.
+ * lifecycles those rows belong to. `write` resolves only after ClickHouse has acknowledged both. Failures are told
+ * apart by ClickHouse error code (common/clickhouse.ts, ClickHouseFailureKind): while ClickHouse is down, busy or
+ * misconfigured the writer retries with backoff and jitter (common/retry.ts), so callers simply wait and memory stays
+ * bounded by what they hold; rows ClickHouse refuses for their content are found by splitting the INSERT and go to
+ * `span_dead_letters` (migration 0011), so that they hold up nobody. `shutdown` ends the retries at once.
  *
  * Refreshes run beside the inserts, one at a time and at most one per `refreshIntervalMs` while rows keep coming
  * (REFRESH_QUIET_MS), each taking every batch stored since the last began: spans are visible (through the lifecycles
@@ -80,7 +143,8 @@ export class SpanWriter {
   private refreshQueue: RefreshRequest[] = [];
   /** The refresh loop while it runs; it never rejects (its writers learn of failures). */
   private refreshing: Promise<void> | undefined;
-  private stopped = false;
+  /** Aborted by shutdown: ends every retry loop and pause at once. */
+  private readonly stopping = new AbortController();
   /** performance.now() when the last refresh round began. */
   private lastRefreshStart = -Infinity;
   /** performance.now() of the last write, and INSERTs under way: whether more rows are on their way to a round. */
@@ -91,12 +155,16 @@ export class SpanWriter {
 
   constructor(private readonly options: SpanWriterOptions) {}
 
-  /** Resolves once every row is in ClickHouse. `keepAlive` runs during retries (Kafka heartbeats). */
-  write(batch: EncodedRows, keepAlive?: () => Promise<void>): Promise<void> {
+  /**
+   * Resolves once every row is in ClickHouse: in `spans`, or, for rows ClickHouse refuses for their content, in
+   * `span_dead_letters`. Rejects only once the writer stops.
+   */
+  write(batch: EncodedRows): Promise<void> {
     if (batch.rows === 0) return Promise.resolve();
+    if (this.stopping.signal.aborted) return Promise.reject(new UnavailableError('the span writer has stopped: rows not stored'));
     this.lastWriteAt = performance.now();
     return new Promise((resolve, reject) => {
-      this.pending.push({ batch, keepAlive, resolve, reject });
+      this.pending.push({ batch, resolve, reject });
       this.pendingRows += batch.rows;
       this.options.metrics.rowsPending.set(this.pendingRows);
       if (this.pendingRows >= this.options.maxBatchRows) this.flushSoon(0);
@@ -138,7 +206,7 @@ export class SpanWriter {
       const { taken: batch, size: count } = takeUpTo(this.pending, this.options.maxBatchRows, (p) => p.batch.rows);
       this.insertsRunning++;
       try {
-        await this.insertWithRetry(batch.map((p) => p.batch.text), count, batch);
+        await this.store(batch.map((p) => p.batch.text), count);
       } catch (error) {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
@@ -151,7 +219,7 @@ export class SpanWriter {
       }
       // The rows are stored; the batch's text is not needed any more, only its lifecycle keys (deduplicated once,
       // per refresh round).
-      const waiters: Waiter[] = batch.map(({ keepAlive, resolve, reject }) => ({ keepAlive, resolve, reject }));
+      const waiters: Waiter[] = batch.map(({ resolve, reject }) => ({ resolve, reject }));
       this.refreshQueue.push({ keys: batch.flatMap((p) => p.batch.keys), rows: count, waiters });
       this.refreshing ??= this.refreshQueued();
     }
@@ -180,7 +248,7 @@ export class SpanWriter {
     const dueAt = this.lastRefreshStart + (this.options.refreshIntervalMs ?? 0);
     for (;;) {
       const now = performance.now();
-      if (now >= dueAt || this.stopped) return;
+      if (now >= dueAt || this.stopping.signal.aborted) return;
       const quietFor = now - this.lastWriteAt;
       if (quietFor >= REFRESH_QUIET_MS && this.pending.length === 0 && this.insertsRunning === 0) return;
       // Until the interval ends, or sooner the stream could have gone quiet; an INSERT ending or shutdown wakes it.
@@ -197,14 +265,25 @@ export class SpanWriter {
     }
   }
 
-  /** Refreshes the records of a stored batch's lifecycles, then releases its writers. Never rejects. */
-  private async refreshRecords(keys: LifecycleKey[], rows: number, waiters: Waiter[]): Promise<void> {
+  /**
+   * Refreshes the records of a stored batch's lifecycles, then releases its writers. Never rejects. Every failure is
+   * retried: the rows are stored already and the statement is ours, so a failure that is not transient is our SQL or
+   * schema (a missing table, a server without a function), not the batch. Retrying holds the batches' offsets: the
+   * pipeline stalls visibly (HoldscopePipelineStalled, errors in the log), loses nothing, and resumes once the fix is in
+   * (a migrate, a release). Releasing the writers instead would move the offsets past lifecycles whose stored records,
+   * what the flags and alerts read, then stay wrong without a sign.
+   */
+  private async refreshRecords(keys: LifecycleKeyTuple[], rows: number, waiters: Waiter[]): Promise<void> {
+    const doing = `refreshing the records of ${keys.length} lifecycles`;
     try {
-      await this.withRetry(`refreshing the records of ${keys.length} lifecycles`, waiters, async () => {
-        const stopTimer = this.options.metrics.refreshSeconds.startTimer();
-        await refreshLifecycleRecords(this.options.client, this.options.database, keys);
-        stopTimer();
-      });
+      await retry(
+        async () => {
+          const stopTimer = this.options.metrics.refreshSeconds.startTimer();
+          await refreshLifecycleRecords(this.options.client, this.options.database, keys);
+          stopTimer();
+        },
+        { policy: this.options.retry ?? DEFAULT_RETRY_POLICY, signal: this.stopping.signal, classify: retryAlways(doing), onRetry: this.onRetry(doing) },
+      );
     } catch (error) {
       for (const w of waiters) w.reject(error as Error);
       return;
@@ -215,50 +294,122 @@ export class SpanWriter {
     for (const w of waiters) w.resolve();
   }
 
-  private insertWithRetry(texts: string[], rows: number, waiters: Waiter[]): Promise<void> {
-    const { client, database, metrics } = this.options;
-    return this.withRetry(`inserting ${rows} span rows`, waiters, async () => {
-      const stopTimer = metrics.insertSeconds.startTimer();
-      await client.insert({
-        table: `${database}.spans`,
-        values: Readable.from(texts, { objectMode: false }),
-        format: 'TabSeparated',
-        columns: [...SPAN_COLUMNS],
-        clickhouse_settings: TSV_INSERT_SETTINGS,
-      });
-      stopTimer();
-      metrics.rowsInserted.inc(rows);
-      metrics.lastInsert.set(Date.now() / 1000);
-    });
+  /**
+   * Stores a batch's rows in `spans`. When ClickHouse refuses them for their content, they are inserted in halves, and
+   * halves of the halves that fail, until every refused row failed on its own: the others are in `spans`, those go to
+   * `span_dead_letters`. Rows of several writers share the batch, and the halves cut across writers. Rejects only once
+   * the writer stops.
+   */
+  private async store(texts: string[], rows: number): Promise<void> {
+    let refusal: HoldscopeError;
+    try {
+      await this.insertRows(texts, rows);
+      return;
+    } catch (error) {
+      refusal = this.refusal(error);
+    }
+    this.options.log.warn({ err: refusal.message, rows }, 'ClickHouse refused the rows of an INSERT; inserting them in halves to find the refused ones');
+    await this.storeDeadLetters(await this.isolateRefused(linesOf(texts), refusal));
   }
 
-  /** Runs `attempt` until it succeeds, pausing with backoff between failures; gives up only after shutdown. */
-  private async withRetry(doing: string, waiters: Waiter[], attempt: () => Promise<void>): Promise<void> {
-    const { metrics, log } = this.options;
-    let pause = this.options.retryInitialMs;
-    for (let tries = 1; ; tries++) {
+  /**
+   * Given `lines` ClickHouse refused together (with `refusal`), inserts their halves, splitting those it refuses again;
+   * returns the rows it refused on their own. Costs two INSERTs per halving on the way to each refused row (32 for one
+   * row in 50,000), small ones after the first few.
+   */
+  private async isolateRefused(lines: string[], refusal: HoldscopeError): Promise<DeadLetter[]> {
+    if (lines.length === 1) return [{ line: lines[0] as string, error: refusal }];
+    const dead: DeadLetter[] = [];
+    const half = Math.ceil(lines.length / 2);
+    for (const part of [lines.slice(0, half), lines.slice(half)]) {
       try {
-        await attempt();
-        return;
+        await this.insertRows([part.join('')], part.length);
       } catch (error) {
-        const failure = classifyClickHouseError(error, doing);
-        metrics.insertFailures.inc({ retriable: String(failure.retriable) });
-        // A permanent error is logged loudly but still retried: dropping rows would lose accepted spans, and
-        // the usual cause (a missing table, a full disk) is fixed by an operator while the consumer waits.
-        log[failure.retriable ? 'warn' : 'error']({ err: failure.message, attempt: tries, retryInMs: pause }, `${doing} failed; retrying`);
-        if (this.stopped) throw failure;
-        for (const w of waiters) await w.keepAlive?.().catch(() => undefined);
-        await sleep(pause);
-        pause = Math.min(this.options.retryMaxMs, pause * 2);
+        dead.push(...(await this.isolateRefused(part, this.refusal(error))));
       }
     }
+    return dead;
   }
 
-  /** Stops retrying failed inserts (pending writers are rejected), after flushing what can be flushed. */
+  /** A failed INSERT's error when ClickHouse refused the rows' content (counted); anything else is rethrown. */
+  private refusal(error: unknown): HoldscopeError {
+    // Retries only end this way once the writer stops: its callers then learn their rows were not stored.
+    if (this.stopping.signal.aborted || !(error instanceof HoldscopeError) || error.retriable) throw error;
+    this.options.metrics.insertFailures.inc({ retriable: 'false' });
+    return error;
+  }
+
+  /** One INSERT into spans, retried with backoff unless ClickHouse refuses the content or the writer stops. */
+  private async insertRows(texts: string[], rows: number): Promise<void> {
+    const { client, database, metrics } = this.options;
+    const doing = `inserting ${rows} span rows`;
+    await retry(
+      async () => {
+        const stopTimer = metrics.insertSeconds.startTimer();
+        await client.insert({
+          table: `${database}.spans`,
+          values: Readable.from(texts, { objectMode: false }),
+          format: 'TabSeparated',
+          columns: [...SPAN_COLUMNS],
+          clickhouse_settings: TSV_INSERT_SETTINGS,
+        });
+        stopTimer();
+      },
+      { policy: this.options.retry ?? DEFAULT_RETRY_POLICY, signal: this.stopping.signal, classify: retryUnlessContent(doing), onRetry: this.onRetry(doing) },
+    );
+    metrics.rowsInserted.inc(rows);
+    metrics.lastInsert.set(Date.now() / 1000);
+  }
+
+  /**
+   * Keeps refused rows in span_dead_letters (retried like an INSERT into spans) and counts them. Should ClickHouse refuse
+   * those rows too (every column is a String but the code: not expected), they are logged instead, so that they block
+   * nothing either.
+   */
+  private async storeDeadLetters(dead: DeadLetter[]): Promise<void> {
+    if (dead.length === 0) return;
+    const { client, database, metrics, log } = this.options;
+    const values = dead.map(deadLetterRow);
+    const doing = `storing ${dead.length} dead letters`;
+    let kept = true;
+    try {
+      await retry(() => client.insert({ table: `${database}.span_dead_letters`, values, format: 'JSONEachRow' }).then(() => undefined), {
+        policy: this.options.retry ?? DEFAULT_RETRY_POLICY,
+        signal: this.stopping.signal,
+        classify: retryUnlessContent(doing),
+        onRetry: this.onRetry(doing),
+      });
+    } catch (error) {
+      const refusal = this.refusal(error);
+      kept = false;
+      log.error({ err: refusal.message, deadLetters: values.map((v) => v.row.slice(0, 2000)) }, 'ClickHouse refused the dead letters too; logged here instead');
+    }
+    for (const v of values) metrics.deadLetterRows.inc({ code: String(v.error_code), error: v.error_name });
+    log.error(
+      { rows: dead.length, errors: [...new Set(values.map((v) => `${v.error_code} ${v.error_name}`))], first: values[0]?.error_message.slice(0, 500) },
+      `ClickHouse refused ${dead.length} span row${dead.length === 1 ? '' : 's'} for their content; ${kept ? `kept in ${database}.span_dead_letters` : 'logged'}, the other rows are stored`,
+    );
+  }
+
+  /** Counts and logs a failure that will be retried. */
+  private onRetry(doing: string) {
+    return async (failure: HoldscopeError, pauseMs: number, tries: number): Promise<void> => {
+      const transient = clickHouseFailureKind(failure) === 'transient';
+      this.options.metrics.insertFailures.inc({ retriable: String(transient) });
+      // What is not transient waits for an operator (a schema, a login, a disk): said as an error.
+      this.options.log[transient ? 'warn' : 'error']({ err: failure.message, attempt: tries, retryInMs: pauseMs }, `${doing} failed; retrying`);
+    };
+  }
+
+  /**
+   * Stops: retry loops and their pauses end at once, what is pending gets one more try, and the writers of rows not
+   * stored by then are rejected (so nothing of theirs is committed). Requests already sent to ClickHouse are not
+   * aborted (they end by the client's request timeout); a caller that must stop by a deadline bounds this (stopWithin).
+   */
   async shutdown(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.stopped = true;
+    this.stopping.abort();
     this.wakeRefresh?.();
     await this.flush().catch(() => undefined);
   }

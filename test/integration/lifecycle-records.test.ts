@@ -161,7 +161,7 @@ describe('stored lifecycle records', () => {
     const database = randomDatabase('records');
     await migrate(client, { database, retentionDays: 30 });
     const metrics = createPipelineMetrics();
-    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, retryInitialMs: 50, retryMaxMs: 100, metrics, log: quietLog, ...over });
+    const writer = new SpanWriter({ client, database, maxBatchRows: 1000, lingerMs: 1, retry: { initialMs: 50, maxMs: 100 }, metrics, log: quietLog, ...over });
     return { database, metrics, writer };
   }
 
