@@ -1,7 +1,8 @@
 import { createClickHouse } from '../common/index.ts';
 import { InputError } from '../common/index.ts';
-import { loadConfig, storageConfigSchema } from '../pipeline/index.ts';
-import { listQueries, runQuery } from '../queries/index.ts';
+import { loadConfig } from '../common/index.ts';
+import { storageConfigSchema } from '../pipeline/index.ts';
+import { listQueries, queryReadLimitsSchema, runQuery } from '../queries/index.ts';
 
 function cell(value: unknown): string {
   if (value === null || value === undefined) return '';
@@ -43,10 +44,11 @@ export async function queryCommand(name: string | undefined, flags: Record<strin
     params[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   if (!['table', 'json', 'csv'].includes(format ?? 'table')) throw new InputError(`--format: expected table, json or csv, got ${JSON.stringify(format)}`);
-  const config = loadConfig(storageConfigSchema, storageFlags);
+  // Bounded like every read, more widely than a page's (queryReadLimitsSchema).
+  const config = loadConfig(storageConfigSchema.extend(queryReadLimitsSchema.shape), storageFlags);
   const client = await createClickHouse({ url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data });
   try {
-    const rows = await runQuery(client, config.database, name, params);
+    const rows = await runQuery(client, config.database, name, params, { limits: config });
     process.stdout.write(formatRows(rows, format ?? 'table'));
   } finally {
     await client.close();

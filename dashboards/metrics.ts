@@ -1,6 +1,19 @@
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { ClickHouseClient, Logger } from '../common/index.ts';
-import { computeFlags, flagThresholdsSchema, runQuery, type FlagThresholds, type PinnedRow, type TailRow } from '../queries/index.ts';
+import { ConfigError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import {
+  computeFlags,
+  DEFAULT_READ_LIMITS,
+  describeDuration,
+  firstStormWindow,
+  flagThresholdsSchema,
+  runQuery,
+  STORM_WINDOW_MS,
+  trailingMedianAborts,
+  type FlagThresholds,
+  type PinnedRow,
+  type ReadLimits,
+  type TailRow,
+} from '../queries/index.ts';
 
 /**
  * Lifecycle gauges for Prometheus: the named queries of queries/sql run over [now - window, now] on each
@@ -22,6 +35,8 @@ export interface LifecycleMetricsOptions {
   thresholds?: Partial<FlagThresholds>;
   /** The clock, for tests (default Date.now). */
   now?: () => number;
+  /** The limits of the gauges' reads (DEFAULT_READ_LIMITS); the window and the open-holds lookback must fit maxReadWindowMs. */
+  readLimits?: ReadLimits;
 }
 
 export interface LifecycleMetrics {
@@ -49,20 +64,11 @@ interface OpenRow {
   open_past_timeout: number;
 }
 
-const KV_WINDOW_MS = 10_000;
-
 function describeWindow(ms: number): string {
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
   if (ms % 60_000 === 0) return `${ms / 60_000}m`;
   return `${ms / 1000}s`;
 }
-
-const median = (xs: number[]) => {
-  if (xs.length === 0) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 const num = (x: unknown) => {
   const n = Number(x);
@@ -77,6 +83,14 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
   const thresholds = flagThresholdsSchema.parse(options.thresholds ?? {});
   const now = options.now ?? Date.now;
   const cluster = options.cluster ?? '';
+  const limits = options.readLimits ?? DEFAULT_READ_LIMITS;
+  // The gauges' ranges are fixed: a range the read limits refuse would fail every refresh, so it stops the start-up.
+  for (const [what, ms] of [['window', windowMs], ['open-holds lookback', lookbackMs]] as const) {
+    if (ms > limits.maxReadWindowMs) {
+      throw new ConfigError(`lifecycle metrics: the ${what} (${describeDuration(ms)}) is wider than a read may cover (maxReadWindowMs: ${describeDuration(limits.maxReadWindowMs)})`);
+    }
+  }
+  const read = { limits };
   const w = `over the last ${describeWindow(windowMs)}`;
   const registers = [registry];
 
@@ -177,11 +191,11 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
     const params = { from, to, cluster };
     // The seconds just before `to` are sampled by kv_pinned too, so the latest complete window is known in full.
     const [mix, tails, pinned, open, flagList] = await Promise.all([
-      runQuery<ResolutionRow>(client, database, 'resolution_mix', { ...params, bucket_seconds: String(Math.max(1, Math.ceil(windowMs / 1000))) }),
-      runQuery<TailRow>(client, database, 'transfer_tails', params),
-      runQuery<PinnedRow>(client, database, 'kv_pinned', params),
-      runQuery<OpenRow>(client, database, 'open_holds', { ...params, from: new Date(t - lookbackMs).toISOString(), open_hold_grace_ms: String(thresholds.openHoldGraceMs) }),
-      computeFlags(client, database, { from, to, cluster }, thresholds),
+      runQuery<ResolutionRow>(client, database, 'resolution_mix', { ...params, bucket_seconds: String(Math.max(1, Math.ceil(windowMs / 1000))) }, read),
+      runQuery<TailRow>(client, database, 'transfer_tails', params, read),
+      runQuery<PinnedRow>(client, database, 'kv_pinned', params, read),
+      runQuery<OpenRow>(client, database, 'open_holds', { ...params, from: new Date(t - lookbackMs).toISOString(), open_hold_grace_ms: String(thresholds.openHoldGraceMs) }, read),
+      computeFlags(client, database, { from, to, cluster }, thresholds, { limits }),
     ]);
     return { t, mix, tails, pinned, open, flagList };
   }
@@ -216,27 +230,25 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
       tailOverTimeout.set(labels, num(row.over_timeout));
     }
 
-    // The latest complete 10 s window, and the dense abort series of the windows before it.
-    const latest = Math.floor(t / KV_WINDOW_MS) * KV_WINDOW_MS - KV_WINDOW_MS;
+    // The latest complete 10 s window, and the median aborts of the windows before it (queries/storms.ts).
+    const latest = firstStormWindow(t) - STORM_WINDOW_MS;
+    const first = firstStormWindow(t - windowMs);
     const byEngine = new Map<string, PinnedRow[]>();
     for (const row of pinned) {
       const key = engineKey(row.cluster, row.decode_engine);
-      byEngine.set(key, [...(byEngine.get(key) ?? []), row]);
+      const list = byEngine.get(key);
+      if (list) list.push(row);
+      else byEngine.set(key, [row]);
     }
     for (const rows of byEngine.values()) {
-      const first = rows[0] as PinnedRow;
-      const labels = { cluster: first.cluster, decode_engine: first.decode_engine };
-      const at = new Map(rows.map((r) => [Date.parse(r.window_start), r]));
-      const capacity = Math.max(...rows.map((r) => num(r.capacity_slots)));
-      const current = at.get(latest);
+      const head = rows[0] as PinnedRow;
+      const labels = { cluster: head.cluster, decode_engine: head.decode_engine };
+      const windows = rows.map((r) => ({ t: Date.parse(r.window_start), aborts: num(r.aborts), row: r }));
+      const capacity = rows.reduce((max, r) => Math.max(max, num(r.capacity_slots)), 0);
+      const current = windows.find((w) => w.t === latest)?.row;
       windowAborts.set(labels, num(current?.aborts));
       if (capacity > 0) pinnedFraction.set(labels, num(current?.peak_pinned_slots) / capacity);
-      const trailing: number[] = [];
-      for (let k = thresholds.stormTrailingWindows; k >= 1; k--) {
-        const start = latest - k * KV_WINDOW_MS;
-        if (start >= t - windowMs - KV_WINDOW_MS) trailing.push(num(at.get(start)?.aborts));
-      }
-      trailingAborts.set(labels, median(trailing));
+      trailingAborts.set(labels, trailingMedianAborts(windows, latest, first, thresholds.stormTrailingWindows));
     }
 
     // Engines seen in the window read 0 open holds rather than vanishing.

@@ -1,6 +1,6 @@
 import express, { type Request, type Response } from 'express';
 import { InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { computeFlags, getQuery, listQueries, runQuery, runQueryCapped, type FlagThresholds } from '../queries/index.ts';
+import { computeFlags, DEFAULT_READ_LIMITS, getQuery, listQueries, readWindow, runQuery, runQueryCapped, type FlagThresholds, type ReadLimits } from '../queries/index.ts';
 import { sendError } from './http-errors.ts';
 
 /**
@@ -32,20 +32,17 @@ export interface ReadApiOptions {
   client: ClickHouseClient;
   database: string;
   log: Logger;
-  /** Answers /healthz: 200 only once this says the stack accepts spans. */
-  ready?: () => boolean;
   /** Detection thresholds (defaults of flagThresholdsSchema when absent). */
   flagThresholds?: FlagThresholds;
+  /** The widest range, time, memory and concurrency of every read (DEFAULT_READ_LIMITS when absent). */
+  readLimits?: ReadLimits;
 }
 
 
 /** The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. */
-export function createReadApi({ client, database, log, ready, flagThresholds }: ReadApiOptions): express.Router {
+export function createReadApi({ client, database, log, flagThresholds, readLimits = DEFAULT_READ_LIMITS }: ReadApiOptions): express.Router {
   const router = express.Router();
-  router.get('/healthz', (_req, res) => {
-    const ok = ready ? ready() : true;
-    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'starting' });
-  });
+  const read = { limits: readLimits };
   // Many ids in one read: a script following up an incident's list of requests, or a poller, pays the view's
   // planning once rather than per id.
   router.get('/api/lifecycles', async (req: Request, res: Response) => {
@@ -56,7 +53,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
       const ids = typeof given === 'string' ? [given] : Array.isArray(given) && given.every((id) => typeof id === 'string') ? (given as string[]) : undefined;
       if (!ids || ids.length === 0) throw new InputError('request_id is required: one or more plain values (request_id=a&request_id=b)');
       if (ids.length > MAX_LOOKUP_REQUEST_IDS) throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
-      const lifecycles = await runQuery<{ request_id: string }>(client, database, 'lifecycles_by_requests', { request_ids: ids, cluster });
+      const lifecycles = await runQuery<{ request_id: string }>(client, database, 'lifecycles_by_requests', { request_ids: ids, cluster }, read);
       const found = new Set(lifecycles.map((l) => l.request_id));
       res.json({ lifecycles, not_found: [...new Set(ids)].filter((id) => !found.has(id)) });
     } catch (error) {
@@ -67,7 +64,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
     try {
       const requestId = String(req.params.requestId);
       const cluster = typeof req.query.cluster === 'string' ? req.query.cluster : '';
-      const lifecycles = await runQuery(client, database, 'lifecycles_by_request', { request_id: requestId, cluster });
+      const lifecycles = await runQuery(client, database, 'lifecycles_by_request', { request_id: requestId, cluster }, read);
       if (lifecycles.length === 0) {
         res.status(404).json({ error: `no lifecycle of request id ${JSON.stringify(requestId)}`, request_id: requestId });
         return;
@@ -81,9 +78,12 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
     try {
       const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
       if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
-      if (!from || !to) throw new InputError('from and to are required, as ISO 8601 times');
+      const window = readWindow(from, to, readLimits);
       if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit)) throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
-      const report = await computeFlags(client, database, { from, to, cluster }, flagThresholds, { limitPerKind: limit === undefined ? undefined : Number(limit) });
+      const report = await computeFlags(client, database, { from: window.from, to: window.to, cluster }, flagThresholds, {
+        limitPerKind: limit === undefined ? undefined : Number(limit),
+        limits: readLimits,
+      });
       res.json({ flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
     } catch (error) {
       sendError(res, log, error, 'read API request');
@@ -100,7 +100,7 @@ export function createReadApi({ client, database, log, ready, flagThresholds }: 
         throw new InputError(`max_rows: expected an integer from 1 to ${MAX_QUERY_ROWS}, got ${JSON.stringify(maxRowsText)}`);
       }
       const maxRows = maxRowsText === undefined ? DEFAULT_QUERY_ROWS : Number(maxRowsText);
-      const { rows, truncated } = await runQueryCapped(client, database, String(req.params.name), params, maxRows);
+      const { rows, truncated } = await runQueryCapped(client, database, String(req.params.name), params, maxRows, read);
       res.json({ rows, truncated, max_rows: maxRows });
     } catch (error) {
       sendError(res, log, error, 'read API request');

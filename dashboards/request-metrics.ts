@@ -1,7 +1,7 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { Histogram, type Registry } from 'prom-client';
-import { QUERY_CHANNEL, type QueryFinished } from '../queries/index.ts';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { QUERY_CHANNEL, readGateStats, type QueryFinished } from '../queries/index.ts';
 
 // From a 10 ms chart to a 30 s query that an overloaded ClickHouse still answers (the client's timeout is longer).
 const SECONDS_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -24,6 +24,40 @@ function histogram(registry: Registry, name: string, help: string, labelNames: s
   const existing = registry.getSingleMetric(name);
   if (existing) return existing as Histogram;
   return new Histogram({ name, help, labelNames, buckets: SECONDS_BUCKETS, registers: [registry] });
+}
+
+/**
+ * The read gate's state (queries/read-gate.ts), read at each scrape: reads running and waiting for a turn, and those
+ * refused with 503 because the queue was full. Refusals mean the pages ask for more than ClickHouse is allowed to run:
+ * fewer viewers, narrower ranges, or more `maxConcurrentReads` on a server with room.
+ */
+function registerReadGateMetrics(registry: Registry): void {
+  if (registry.getSingleMetric('holdscope_read_queries_running')) return;
+  new Gauge({
+    name: 'holdscope_read_queries_running',
+    help: 'Named read queries running in ClickHouse now (at most maxConcurrentReads)',
+    registers: [registry],
+    collect() {
+      this.set(readGateStats().running);
+    },
+  });
+  new Gauge({
+    name: 'holdscope_read_queries_waiting',
+    help: 'Named read queries waiting for a turn (at most maxQueuedReads)',
+    registers: [registry],
+    collect() {
+      this.set(readGateStats().waiting);
+    },
+  });
+  new Counter({
+    name: 'holdscope_read_queries_refused_total',
+    help: 'Named read queries refused (503) because maxQueuedReads were already waiting',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readGateStats().refused);
+    },
+  });
 }
 
 /** Per registry, its query histogram's subscription and how many servers share it: a query is observed once per registry. */
@@ -62,6 +96,7 @@ export function createRequestMetrics(registry: Registry): RequestMetrics {
     'Named queries (queries/sql) this process ran, by name and outcome (ok or error), from sending to parsed rows',
     ['query', 'outcome'],
   );
+  registerReadGateMetrics(registry);
   const release = subscribeOnce(registry, queries);
   let closed = false;
   return {

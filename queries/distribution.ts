@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '../common/index.ts';
-import type { Flag, FlagThresholds, FlagWindow } from './flags.ts';
-import { runQuery } from './runner.ts';
+import type { Flag, FlagThresholds, FlagWindow } from './flag-model.ts';
+import { runQuery, type ReadOptions } from './runner.ts';
+import { firstStormWindow, stormWindows } from './storms.ts';
 
 /** Lower bound of the Wilson score interval: a share that is high with confidence, not by a handful of samples. */
 export function wilsonLowerBound(successes: number, n: number, z = 1.96): number {
@@ -128,39 +129,29 @@ function tailFlags(rows: TailRow[], t: FlagThresholds): Flag[] {
   return flags;
 }
 
-const median = (xs: number[]) => {
-  if (xs.length === 0) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
-
-const WINDOW_MS = 10_000;
-
 /** Storm windows (aborts at least N× the trailing median) in which holds pin a share of capacity. */
 function capacityFlags(rows: PinnedRow[], window: FlagWindow, t: FlagThresholds): Flag[] {
   const byEngine = new Map<string, PinnedRow[]>();
-  for (const row of rows) byEngine.set(JSON.stringify([row.cluster, row.decode_engine]), [...(byEngine.get(JSON.stringify([row.cluster, row.decode_engine])) ?? []), row]);
+  for (const row of rows) {
+    const key = JSON.stringify([row.cluster, row.decode_engine]);
+    const list = byEngine.get(key);
+    if (list) list.push(row);
+    else byEngine.set(key, [row]);
+  }
   const flags: Flag[] = [];
-  const first = Math.floor(Date.parse(window.from) / WINDOW_MS) * WINDOW_MS;
-  const last = Date.parse(window.to);
+  const first = firstStormWindow(Date.parse(window.from));
+  const rule = { multiplier: t.stormMultiplier, trailingWindows: t.stormTrailingWindows, minAborts: t.stormMinAborts };
   for (const engineRows of byEngine.values()) {
-    const at = new Map(engineRows.map((r) => [Date.parse(r.window_start), r]));
-    const capacity = Math.max(...engineRows.map((r) => r.capacity_slots));
+    const capacity = engineRows.reduce((max, r) => Math.max(max, r.capacity_slots), 0);
     if (!(capacity > 0)) continue;
-    // A dense series: windows without aborts count as zero in the trailing median.
-    const aborts: number[] = [];
+    // kv_pinned's rows are in time order; the windows between them had no aborts and count as zero.
+    const windows = engineRows.map((row) => ({ row, t: Date.parse(row.window_start), aborts: row.aborts }));
     let worst: { row: PinnedRow; base: number } | undefined;
-    let stormWindows = 0;
-    for (let w = first; w <= last; w += WINDOW_MS) {
-      const row = at.get(w);
-      const count = row?.aborts ?? 0;
-      const base = median(aborts.slice(-t.stormTrailingWindows));
-      aborts.push(count);
-      const storm = count >= t.stormMinAborts && count >= t.stormMultiplier * base;
-      if (!storm || !row || row.peak_pinned_slots < t.pinnedCapacityShare * capacity) continue;
-      stormWindows++;
-      if (!worst || row.peak_pinned_slots > worst.row.peak_pinned_slots) worst = { row, base };
+    let stormWindowCount = 0;
+    for (const { window: w, baseline, storm } of stormWindows(windows, first, rule)) {
+      if (!storm || w.row.peak_pinned_slots < t.pinnedCapacityShare * capacity) continue;
+      stormWindowCount++;
+      if (!worst || w.row.peak_pinned_slots > worst.row.peak_pinned_slots) worst = { row: w.row, base: baseline };
     }
     if (!worst) continue;
     const { row, base } = worst;
@@ -173,19 +164,20 @@ function capacityFlags(rows: PinnedRow[], window: FlagWindow, t: FlagThresholds)
       threshold: t.pinnedCapacityShare,
       sample_size: row.aborts,
       summary: `During an abort storm on decode ${row.decode_engine} (${row.aborts} aborts in 10 s from ${row.window_start}, ${base} is usual), holds pinned ${Math.round((100 * row.peak_pinned_slots) / capacity)}% of its KV capacity: new requests queue behind held pages; shorten hold timeouts or fix ack delivery.`,
-      evidence: { window_start: row.window_start, aborts: row.aborts, trailing_median_aborts: base, peak_pinned_slots: row.peak_pinned_slots, capacity_slots: capacity, storm_windows_over_threshold: stormWindows },
+      evidence: { window_start: row.window_start, aborts: row.aborts, trailing_median_aborts: base, peak_pinned_slots: row.peak_pinned_slots, capacity_slots: capacity, storm_windows_over_threshold: stormWindowCount },
     });
   }
   return flags;
 }
 
 /** The distribution kinds: timeout_heavy, pairing_incompatible, long_transfer_tail, kv_capacity_exhaustion. */
-export async function distributionFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds): Promise<Flag[]> {
+export async function distributionFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds, read: ReadOptions = {}): Promise<Flag[]> {
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
   const [groups, tails, pinned] = await Promise.all([
-    runQuery<GroupRow>(client, database, 'hold_resolution_groups', params),
-    runQuery<TailRow>(client, database, 'transfer_tails', params),
-    runQuery<PinnedRow>(client, database, 'kv_pinned', params),
+    runQuery<GroupRow>(client, database, 'hold_resolution_groups', params, read),
+    runQuery<TailRow>(client, database, 'transfer_tails', params, read),
+    // Only the windows with aborts: the rest change no storm, and over a week of holds left open they are 60,480 rows an engine.
+    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1' }, read),
   ]);
   return [...resolutionFlags(groups, thresholds), ...tailFlags(tails, thresholds), ...capacityFlags(pinned, window, thresholds)];
 }

@@ -4,11 +4,21 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
 import { parseStringListText } from './list-text.ts';
+import { leavesRowsWhenStopped, readGateOf } from './read-gate.ts';
+import { checkReadWindow, DEFAULT_READ_LIMITS, describeDuration, parseReadTime, type ReadLimits } from './read-window.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
 // (Not 130, CANNOT_READ_ARRAY_FROM_TEXT: the one list type a query may declare reaches ClickHouse parsed, so an array
 // that does not parse is the query's own doing.)
 const PARAMETER_ERROR_CODES = new Set(['6', '27', '38', '41', '69', '70', '72', '321', '457']);
+
+// Server codes meaning a read stopped at the time limit it runs under (max_execution_time): 159 when it ran past it,
+// 160 when ClickHouse estimated early that it would.
+const TIME_LIMIT_CODES = new Set(['159', '160']);
+// MEMORY_LIMIT_EXCEEDED is also what a server short of memory overall answers, which is transient; only the query's
+// own limit (max_memory_usage) is the read's doing. ClickHouse says which in the message alone.
+const MEMORY_LIMIT_CODE = '241';
+const QUERY_MEMORY_LIMIT = /query memory limit|memory limit \(for query\)/i;
 
 /** The one composite parameter type a query may declare: holdscope parses its text (queries/list-text.ts). */
 const STRING_LIST_TYPE = 'Array(String)';
@@ -109,9 +119,24 @@ export function getQuery(name: string): QueryDefinition {
  */
 export type ParamValue = string | readonly string[];
 
-/** Checks given values against a query's declared parameters: unknown, missing and malformed values are InputErrors. */
-export function bindParams(def: QueryDefinition, given: Record<string, ParamValue>): Record<string, ParamValue> {
+/** How a named query is read: under which limits, and until when it may wait for its turn. */
+export interface ReadOptions {
+  /** The read limits (queries/read-window.ts); DEFAULT_READ_LIMITS when absent. */
+  limits?: ReadLimits;
+  /** Gives up waiting for a turn when aborted (a sibling read of the same request failed: its answer is lost anyway). */
+  signal?: AbortSignal;
+}
+
+/** Lookback parameters that widen a query's range before `from` by so many hours (open holds started before it). */
+const LOOKBACK_HOURS_PARAMS = ['open_lookback_hours'];
+
+/**
+ * Checks given values against a query's declared parameters: unknown, missing and malformed values are InputErrors,
+ * and so is a range (`from`, `to`) wider than `maxWindowMs`, or a lookback longer than it.
+ */
+export function bindParams(def: QueryDefinition, given: Record<string, ParamValue>, maxWindowMs = DEFAULT_READ_LIMITS.maxReadWindowMs): Record<string, ParamValue> {
   const bound: Record<string, ParamValue> = {};
+  const times = new Map<string, number>();
   for (const key of Object.keys(given)) {
     if (!def.params.some((p) => p.name === key)) throw new InputError(`query ${def.name} has no parameter ${JSON.stringify(key)}; it takes ${def.params.map((p) => p.name).join(', ') || 'none'}`);
   }
@@ -129,21 +154,29 @@ export function bindParams(def: QueryDefinition, given: Record<string, ParamValu
     if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
     if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
     if (/^DateTime/.test(base)) {
-      const ms = Date.parse(value);
-      if (Number.isNaN(ms)) throw new InputError(`${p.name}: expected an ISO 8601 time (${p.type}), got ${JSON.stringify(value)}`);
+      const ms = parseReadTime(value, p.name);
+      times.set(p.name, ms);
       // ClickHouse parses parameters in its own format only: ISO 8601 becomes 'YYYY-MM-DD hh:mm:ss.sss' (UTC).
       bound[p.name] = new Date(ms).toISOString().replace('T', ' ').replace('Z', '');
       continue;
     }
     bound[p.name] = value;
   }
+  const from = times.get('from');
+  const to = times.get('to');
+  if (from !== undefined && to !== undefined) checkReadWindow(from, to, maxWindowMs);
+  for (const name of LOOKBACK_HOURS_PARAMS) {
+    const hours = Number(bound[name]);
+    if (Number.isFinite(hours) && hours * 3_600_000 > maxWindowMs) throw new InputError(`${name}: ${hours} hours reaches further back than a read may cover (${describeDuration(maxWindowMs)}, the max read window)`);
+  }
   return bound;
 }
 
 /** Runs a named query with bound parameters (never string-built SQL); rows come back as JSON objects. */
-export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, ParamValue> = {}): Promise<T[]> {
+export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, ParamValue> = {}, read: ReadOptions = {}): Promise<T[]> {
   const def = getQuery(name);
-  return execute<T>(client, name, def.sql, { ...bindParams(def, params), db: database });
+  const limits = read.limits ?? DEFAULT_READ_LIMITS;
+  return execute<T>(client, name, def.sql, { ...bindParams(def, params, limits.maxReadWindowMs), db: database }, limits, read.signal);
 }
 
 /**
@@ -157,20 +190,45 @@ export async function runQueryCapped<T = Record<string, unknown>>(
   name: string,
   params: Record<string, string>,
   maxRows: number,
+  read: ReadOptions = {},
 ): Promise<{ rows: T[]; truncated: boolean }> {
   const def = getQuery(name);
+  const limits = read.limits ?? DEFAULT_READ_LIMITS;
   // The newline ends a comment on the file's last line. No query declares this parameter, so none can be given it.
   const sql = `SELECT * FROM (\n${def.sql}\n) LIMIT {holdscope_row_cap:UInt64}`;
-  const rows = await execute<T>(client, name, sql, { ...bindParams(def, params), db: database, holdscope_row_cap: String(maxRows + 1) });
+  const rows = await execute<T>(client, name, sql, { ...bindParams(def, params, limits.maxReadWindowMs), db: database, holdscope_row_cap: String(maxRows + 1) }, limits, read.signal);
   return { rows: rows.slice(0, maxRows), truncated: rows.length > maxRows };
 }
 
-async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, ParamValue>): Promise<T[]> {
+/**
+ * The limits as the query's own SETTINGS clause, not as client settings: chdb applies client settings with SET, which
+ * stays on its connection for every later query (measured with chdb 3.4), writes included. The values are validated
+ * integers. timeout_overflow_mode is named because a server profile set to 'break' would return a partial result as
+ * if it were whole.
+ */
+const limitSettings = (limits: ReadLimits) =>
+  `SETTINGS max_execution_time = ${Math.trunc(limits.maxReadSeconds)}, max_memory_usage = ${Math.trunc(limits.maxReadMemoryBytes)}, timeout_overflow_mode = 'throw'`;
+
+/** A read stopped by its own limits is answered 400 naming the limit: the same read would stop again, a narrower one not. */
+function limitError(error: unknown, name: string, limits: ReadLimits): InputError | undefined {
+  if (!isServerError(error)) return undefined;
+  if (TIME_LIMIT_CODES.has(error.code)) {
+    return new InputError(`query ${name} stopped at the read time limit (max_execution_time ${limits.maxReadSeconds} s, maxReadSeconds): narrow the range`, { cause: error });
+  }
+  if (error.code === MEMORY_LIMIT_CODE && QUERY_MEMORY_LIMIT.test(error.message)) {
+    return new InputError(`query ${name} stopped at the read memory limit (max_memory_usage ${limits.maxReadMemoryBytes} bytes, maxReadMemoryBytes): narrow the range`, { cause: error });
+  }
+  return undefined;
+}
+
+async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, ParamValue>, limits: ReadLimits, signal: AbortSignal | undefined): Promise<T[]> {
+  const release = await readGateOf(client, limits).acquire(signal);
   const started = performance.now();
   let ok = false;
   try {
     const result = await client.query({
-      query: sql,
+      // The newline ends a comment on the query's last line; no query file has a SETTINGS clause of its own.
+      query: `${sql}\n${limitSettings(limits)}`,
       format: 'JSONEachRow',
       query_params: params,
       clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
@@ -179,11 +237,23 @@ async function execute<T>(client: ClickHouseClient, name: string, sql: string, p
     ok = true;
     return rows;
   } catch (error) {
+    // Still holding the turn, so no other read of this connection runs before the rows are cleared.
+    if (isServerError(error) && leavesRowsWhenStopped(client)) await clearStoppedRows(client);
     if (isServerError(error) && PARAMETER_ERROR_CODES.has(error.code)) {
       throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
     }
-    throw classifyClickHouseError(error, `query ${name}`);
+    throw limitError(error, name, limits) ?? classifyClickHouseError(error, `query ${name}`);
   } finally {
+    release();
     if (queryChannel.hasSubscribers) queryChannel.publish({ name, seconds: (performance.now() - started) / 1000, ok } satisfies QueryFinished);
+  }
+}
+
+/** Takes what a stopped query left on an embedded connection (see read-gate.ts), so the next read answers only its own rows. */
+async function clearStoppedRows(client: ClickHouseClient): Promise<void> {
+  try {
+    await (await client.query({ query: 'SELECT 1', format: 'TabSeparated' })).text();
+  } catch {
+    // The connection is gone or failing: the next read fails too, and says so.
   }
 }

@@ -1,6 +1,7 @@
 // Vega-Lite specs of the on-call charts: pure functions, query rows in, spec out. The same spec is embedded
 // by the page (GET /charts/:name.json) and rendered to SVG on the server (GET /charts/:name.svg).
 import type { TopLevelSpec } from 'vega-lite';
+import { firstStormWindow, STORM_WINDOW_MS, stormWindows } from '../../queries/index.ts';
 
 type Row = Record<string, unknown>;
 
@@ -162,7 +163,7 @@ export function tailsSpec(rows: Row[]): TopLevelSpec {
   } as TopLevelSpec;
 }
 
-/** Storm windows as the kv_capacity_exhaustion detection defines them (queries/distribution.ts). */
+/** Storm windows as the kv_capacity_exhaustion detection defines them (queries/storms.ts). */
 export interface StormOptions {
   multiplier?: number;
   trailingWindows?: number;
@@ -172,49 +173,65 @@ export interface StormOptions {
   from?: string;
   to?: string;
 }
-const WINDOW_MS = 10_000;
-const median = (xs: number[]) => {
-  if (xs.length === 0) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
+
+/**
+ * Points per engine the KV chart draws at most: its 640 pixels show no more, and Vega lays out and renders every one
+ * (a week of 10 s windows is 60,480 per engine). Up to 4 hours every 10 s window is its own point; beyond, windows
+ * are merged into wider ones: the peak pinned, the aborts summed, shaded when any was a storm.
+ */
+export const MAX_KV_CHART_POINTS = 1440;
+
+interface KvWindow {
+  t: number;
+  aborts: number;
+  pinned: number;
+  capacity: number;
+}
 
 /** (c) KV slots pinned by holds vs capacity per decode engine over time, abort-storm windows shaded. */
 export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelSpec {
   if (rows.length === 0) return empty('KV slots pinned by holds');
-  const multiplier = options.multiplier ?? 3;
-  const trailing = options.trailingWindows ?? 30;
-  const minAborts = options.minAborts ?? 5;
+  const rule = { multiplier: options.multiplier ?? 3, trailingWindows: options.trailingWindows ?? 30, minAborts: options.minAborts ?? 5 };
   const share = options.pinnedShare ?? 0.2;
-  const byEngine = new Map<string, Row[]>();
+  const byEngine = new Map<string, KvWindow[]>();
+  let earliest = Infinity;
+  let latest = -Infinity;
   for (const r of rows) {
+    const t = ms(r.window_start);
+    if (t === null) continue;
+    earliest = Math.min(earliest, t);
+    latest = Math.max(latest, t);
     const key = `${str(r.decode_engine)}${r.cluster && r.cluster !== 'default' ? ` · ${str(r.cluster)}` : ''}`;
-    byEngine.set(key, [...(byEngine.get(key) ?? []), r]);
+    const list = byEngine.get(key) ?? [];
+    list.push({ t, aborts: num(r.aborts), pinned: num(r.peak_pinned_slots), capacity: num(r.capacity_slots) });
+    byEngine.set(key, list);
   }
-  const allTimes = rows.map((r) => ms(r.window_start)).filter((t): t is number => t !== null);
-  const first = Math.floor((ms(options.from) ?? Math.min(...allTimes)) / WINDOW_MS) * WINDOW_MS;
-  const last = Math.min(ms(options.to) ?? Math.max(...allTimes), Math.max(...allTimes));
+  if (byEngine.size === 0) return empty('KV slots pinned by holds');
+  const first = firstStormWindow(ms(options.from) ?? earliest);
+  const last = Math.min(ms(options.to) ?? latest, latest);
+  const pointMs = STORM_WINDOW_MS * Math.max(1, Math.ceil((last - first + STORM_WINDOW_MS) / STORM_WINDOW_MS / MAX_KV_CHART_POINTS));
   const values: Row[] = [];
-  for (const [engine, engineRows] of byEngine) {
-    const at = new Map(engineRows.map((r) => [ms(r.window_start), r]));
-    const capacity = Math.max(...engineRows.map((r) => num(r.capacity_slots)));
-    const history: number[] = [];
-    for (let w = first; w <= last; w += WINDOW_MS) {
-      const row = at.get(w);
-      const aborts = num(row?.aborts);
-      const base = median(history.slice(-trailing));
-      history.push(aborts);
-      if (!row) continue;
-      const storm = aborts >= minAborts && aborts >= multiplier * base;
-      const pinned = num(row.peak_pinned_slots);
-      values.push({ engine, t: w, t_end: w + WINDOW_MS, pinned, capacity, share: capacity > 0 ? pinned / capacity : 0, aborts, storm, threshold: share });
+  for (const [engine, windows] of byEngine) {
+    windows.sort((a, b) => a.t - b.t);
+    const capacity = windows.reduce((max, w) => Math.max(max, w.capacity), 0);
+    const points = new Map<number, { engine: string; t: number; t_end: number; pinned: number; capacity: number; share: number; aborts: number; storm: boolean; threshold: number }>();
+    for (const { window: w, storm } of stormWindows(windows, first, rule)) {
+      if (w.t < first || w.t > last) continue;
+      const t = first + Math.floor((w.t - first) / pointMs) * pointMs;
+      const point = points.get(t) ?? { engine, t, t_end: t + pointMs, pinned: 0, capacity, share: 0, aborts: 0, storm: false, threshold: share };
+      point.pinned = Math.max(point.pinned, w.pinned);
+      point.share = capacity > 0 ? point.pinned / capacity : 0;
+      point.aborts += w.aborts;
+      point.storm ||= storm;
+      points.set(t, point);
     }
+    for (const point of points.values()) values.push(point);
   }
-  const x = { field: 't', type: 'temporal', title: '10 s window (UTC)', scale: { type: 'utc' }, axis: utcAxis } as const;
+  const windowText = `${pointMs / 1000} s window`;
+  const x = { field: 't', type: 'temporal', title: `${windowText} (UTC)`, scale: { type: 'utc' }, axis: utcAxis } as const;
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: 'KV slots pinned by holds, as a share of capacity (abort storms shaded)', subtitle: 'peak per 10 s window; dashed: the kv_capacity_exhaustion threshold' },
+    title: { text: 'KV slots pinned by holds, as a share of capacity (abort storms shaded)', subtitle: `peak per ${windowText}; dashed: the kv_capacity_exhaustion threshold` },
     data: { values },
     facet: { row: { field: 'engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } } },
     spec: {

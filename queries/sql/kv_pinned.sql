@@ -4,6 +4,7 @@
 -- param to DateTime64(9, 'UTC'): end of the range
 -- param cluster String = '': one cluster, or all when empty
 -- param open_lookback_hours UInt32 = 1: holds still open count when they started up to this long before the range (and for at most a day after their start)
+-- param with_aborts_only UInt8 = 0: 1 for only the windows in which holds started, all the storm detection needs (a window without aborts is never a storm and counts as zero in a trailing median); a hold left open pins slots in every window of a day, which would otherwise be a row each
 -- columns: cluster, decode_engine, window_start, aborts, peak_pinned_slots, capacity_slots
 SELECT
     cluster,
@@ -79,4 +80,5 @@ FROM
     GROUP BY cluster, decode_engine, window_start
 ) AS w
 GROUP BY cluster, decode_engine, window_start
+HAVING {with_aborts_only:UInt8} = 0 OR aborts > 0
 ORDER BY cluster, decode_engine, window_start

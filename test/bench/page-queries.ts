@@ -20,6 +20,8 @@ export async function buildQueryDataset(options: {
   database: string;
   lifecycles: number;
   endMs: number;
+  /** Lay the copies this far apart (ms) rather than end to end, e.g. spread over a week of mostly quiet hours. */
+  strideMs?: number;
   onProgress?: (lifecycles: number) => void;
 }): Promise<{ lifecycles: number; spans: number; hours: number; seconds: number }> {
   const { client, templateDb, database } = options;
@@ -29,7 +31,7 @@ export async function buildQueryDataset(options: {
   const templateStart = await scalar(client, `SELECT toUnixTimestamp64Milli(min(start_time)) AS n FROM ${templateDb}.spans`);
   const templateEnd = await scalar(client, `SELECT toUnixTimestamp64Milli(max(end_time)) AS n FROM ${templateDb}.spans`);
   const copies = Math.max(1, Math.ceil(options.lifecycles / templateLifecycles));
-  const slotMs = templateEnd - templateStart + 1;
+  const slotMs = Math.max(templateEnd - templateStart + 1, options.strideMs ?? 0);
   const perInsert = Math.max(1, Math.floor(2_000_000 / templateLifecycles));
   for (let first = 0; first < copies; first += perInsert) {
     const count = Math.min(perInsert, copies - first);
