@@ -1,5 +1,5 @@
 import { Collector, loadCollectorConfig } from '../collector/index.ts';
-import { createLogger } from '../common/index.ts';
+import { createLogger, stopOrExit, waitForSignal } from '../common/index.ts';
 
 /** `holdscope collector`: the OTLP/HTTP receiver producing to Kafka, until SIGINT/SIGTERM. */
 export async function collectorCommand(flags: Record<string, unknown>): Promise<void> {
@@ -7,10 +7,7 @@ export async function collectorCommand(flags: Record<string, unknown>): Promise<
   const log = createLogger('collector');
   const collector = new Collector(config, { log });
   await collector.start();
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-  log.info('shutting down: draining spans to Kafka');
-  await collector.shutdown();
+  await waitForSignal();
+  // Requests under way get their answer; spans already accepted are drained to Kafka first.
+  await stopOrExit(log, config.shutdownTimeoutMs, () => collector.shutdown());
 }

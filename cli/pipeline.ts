@@ -1,61 +1,24 @@
-import { createServer } from 'node:http';
-import { createLogger } from '../common/index.ts';
-import { loadConfig, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema, openStorage } from '../pipeline/index.ts';
+import { createHttpApp, createLogger, listen, loadConfig, stopOrExit, waitForSignal } from '../common/index.ts';
+import { migrate, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { createClickHouse } from '../common/index.ts';
-import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
-import { loadFlagThresholds } from '../queries/index.ts';
+import { shutdownTimeoutMs } from '../common/config.ts';
+import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from '../dashboards/index.ts';
+import { loadFlagThresholds, openReadClient } from '../queries/index.ts';
 
-const waitForSignal = () =>
-  new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-
-/** `holdscope pipeline`: consume Kafka into ClickHouse; metrics on --metrics-port. */
+/** `holdscope pipeline`: consume Kafka into ClickHouse; /metrics, /healthz and /readyz on --metrics-port. */
 export async function pipelineCommand(flags: Record<string, unknown>): Promise<void> {
-  const { metricsPort, ...rest } = flags;
-  const config = loadConfig(pipelineConfigSchema, rest);
+  const config = loadConfig(pipelineConfigSchema, flags);
   const log = createLogger('pipeline');
   const pipeline = new Pipeline(config, { log });
   await pipeline.start();
-  const metricsServer = createServer((req, res) => {
-    if (req.url === '/metrics') {
-      void pipeline.metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': pipeline.metrics.registry.contentType }).end(text));
-    } else res.writeHead(req.url === '/healthz' ? 200 : 404, { 'content-type': 'application/json' }).end('{}');
-  });
-  metricsServer.listen(Number(metricsPort ?? 9465));
+  const { app, finish } = createHttpApp({ log, metricsRegistry: pipeline.metrics.registry, readiness: () => pipeline.readiness() });
+  finish();
+  const metricsServer = await listen(app, config.metricsPort, config.metricsHost);
   await waitForSignal();
-  log.info({ shutdownTimeoutMs: config.shutdownTimeoutMs }, 'shutting down');
-  metricsServer.close();
-  const outcome = await stopWithin(config.shutdownTimeoutMs, (waitingFor) => pipeline.shutdown(waitingFor));
-  if (!outcome.stopped) {
-    // Nothing is lost by leaving now: offsets are committed only after ClickHouse has the rows, so batches in hand
-    // are read again by the partitions' next owner.
-    log.error(
-      { shutdownTimeoutMs: config.shutdownTimeoutMs, waitingFor: outcome.waitingFor },
-      `shutdown did not finish within ${config.shutdownTimeoutMs} ms; exiting anyway, still waiting for: ${outcome.waitingFor.join('; ') || 'nothing known'}`,
-    );
-    process.exit(1);
-  }
-}
-
-/**
- * Runs `stop`, giving up after `ms`: then says what it was still waiting for (the entries `stop` keeps in the set it is
- * given, see Pipeline.shutdown). A stop that fails within the deadline rejects.
- */
-export async function stopWithin(ms: number, stop: (waitingFor: Set<() => string>) => Promise<void>): Promise<{ stopped: true } | { stopped: false; waitingFor: string[] }> {
-  const waitingFor = new Set<() => string>();
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<'deadline'>((resolve) => {
-    timer = setTimeout(() => resolve('deadline'), ms);
+  await stopOrExit(log, config.shutdownTimeoutMs, async (waitingFor) => {
+    await metricsServer.close('now');
+    await pipeline.shutdown(waitingFor);
   });
-  try {
-    const first = await Promise.race([stop(waitingFor).then(() => 'stopped' as const), deadline]);
-    if (first === 'stopped') return { stopped: true };
-    return { stopped: false, waitingFor: [...waitingFor].map((describe) => describe()) };
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** `holdscope migrate`: create or upgrade the schema, then exit. */
@@ -71,29 +34,37 @@ export async function migrateCommand(flags: Record<string, unknown>): Promise<vo
   }
 }
 
-/** `holdscope serve`: the read API (and later the on-call pages) over an existing database. */
+/** `holdscope serve`'s configuration: where ClickHouse is, the HTTP port, and how long a stop may take. */
+export const serveConfigSchema = storageConfigSchema.extend(httpServerConfigSchema.shape).extend({ shutdownTimeoutMs: shutdownTimeoutMs() });
+
+/** `holdscope serve`: the pages, read API and /metrics over an existing database. */
 export async function serveCommand(flags: Record<string, unknown>): Promise<void> {
-  const { httpPort, ...rest } = flags;
-  const config = loadConfig(storageConfigSchema, rest);
+  const { httpPort, httpHost, httpToken, shutdownTimeoutMs, ...rest } = loadConfig(serveConfigSchema, flags);
+  const { maxReadWindowMs, maxReadSeconds, maxReadMemoryBytes, maxConcurrentReads, maxQueuedReads, ...storage } = rest;
+  const readLimits = { maxReadWindowMs, maxReadSeconds, maxReadMemoryBytes, maxConcurrentReads, maxQueuedReads };
   const log = createLogger('serve');
-  const client = await openStorage(config, log);
-  // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request (pages and API).
+  // serve only reads: one client for the pages, the API and the gauges, with the reads' own queue.
+  const client = await openReadClient({ url: storage.clickhouseUrl, user: storage.clickhouseUser, password: storage.clickhousePassword, dataPath: storage.data });
+  await migrate(client, { database: storage.database, cluster: storage.clickhouseCluster, retentionDays: storage.retentionDays }, log);
   const flagThresholds = loadFlagThresholds();
-  const lifecycleMetrics = createLifecycleMetrics({ client, database: config.database, log, thresholds: flagThresholds });
+  const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds, readLimits });
   lifecycleMetrics.start();
   const server = await startHttpServer({
-    port: Number(httpPort ?? 8080),
-    host: '0.0.0.0',
+    port: httpPort,
+    host: httpHost,
     client,
-    database: config.database,
+    database: storage.database,
     log,
-    authToken: process.env.HOLDSCOPE_HTTP_TOKEN || undefined,
+    authToken: httpToken,
     metricsRegistry: lifecycleMetrics.registry,
     flagThresholds,
+    readLimits,
   });
-  log.info({ url: `http://127.0.0.1:${server.port}/` }, 'serving');
+  log.info({ url: `http://${httpHost}:${server.port}/`, token: httpToken ? 'required' : 'none' }, 'serving');
   await waitForSignal();
-  lifecycleMetrics.stop();
-  await server.close();
-  await client.close();
+  await stopOrExit(log, shutdownTimeoutMs, async () => {
+    lifecycleMetrics.stop();
+    await server.close();
+    await client.close();
+  });
 }

@@ -1,28 +1,33 @@
 import { writeFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { nonNegativeInt, parseConfig, positiveNumber } from '../common/config.ts';
+import { key, loadConfig, nonNegativeInt, positiveNumber } from '../common/config.ts';
 import { createLogger } from '../common/index.ts';
 import { buildScenario, formatTruth, runSimulation, SCENARIO_NAMES, type SimulationSummary } from '../emitter/index.ts';
 
 export const simulateSchema = z.object({
-  scenario: z.enum(SCENARIO_NAMES),
-  seed: nonNegativeInt(),
-  rate: positiveNumber('a request rate > 0 (requests/s)').optional(),
-  requests: nonNegativeInt().optional(),
-  duration: positiveNumber('a duration > 0 (seconds)').optional(),
-  endpoint: z.url({ error: 'expected an http(s) URL' }),
-  truth: z.string().min(1).optional(),
-  startTime: z.iso.datetime({ error: 'expected an ISO 8601 date-time such as 2026-01-31T12:00:00Z' }).optional(),
-  pace: z.enum(['fast', 'realtime']),
-  cluster: z.string().min(1).max(200).optional(),
+  scenario: key(z.enum(SCENARIO_NAMES).default('steady'), { help: 'named scenario', placeholder: 'name' }),
+  /** The same seed gives the same spans and truth, byte for byte. */
+  seed: key(nonNegativeInt().default(1), { help: 'random seed: the same seed gives the same truth file', placeholder: 'n' }),
+  rate: key(positiveNumber('a request rate > 0 (requests/s)').optional(), { help: "arrival rate in requests/s (default: the scenario's)", placeholder: 'n' }),
+  requests: key(nonNegativeInt().optional(), { help: "number of fresh requests (default: the scenario's)", placeholder: 'n' }),
+  duration: key(positiveNumber('a duration > 0 (seconds)').optional(), { help: "simulated seconds of arrivals (default: the scenario's)", placeholder: 'seconds' }),
+  endpoint: key(z.url({ error: 'expected an http(s) URL' }).default('http://127.0.0.1:4318'), { help: 'OTLP/HTTP endpoint base URL', placeholder: 'url' }),
+  /** The collector's own variable: a sender and the collector it sends to are configured alike. */
+  token: key(z.string().min(1).optional(), { help: 'bearer token sent with every export', env: 'HOLDSCOPE_COLLECTOR_TOKEN', placeholder: 'token', secret: true }),
+  truth: key(z.string().min(1).optional(), { help: 'write the ground truth, one JSON line per request generation', placeholder: 'file' }),
+  startTime: key(z.iso.datetime({ error: 'expected an ISO 8601 date-time such as 2026-01-31T12:00:00Z' }).optional(), {
+    help: 'wall-clock time of simulated time zero (default: so arrivals end now)',
+    placeholder: 'iso',
+  }),
+  /** fast: as fast as the endpoint accepts (tests, backfills); realtime: follow the wall clock (live dashboards). */
+  pace: key(z.enum(['fast', 'realtime']).default('fast'), { help: 'fast: as fast as the endpoint accepts; realtime: follow the wall clock', placeholder: 'mode' }),
+  cluster: key(z.string().min(1).max(200).optional(), { help: 'pd.cluster of the simulated engines', placeholder: 'name' }),
 });
 export type SimulateOptions = z.output<typeof simulateSchema>;
 
-export const flagName = (key: string) => '--' + key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
-
 /** Runs one simulation as the CLI's `simulate` asks, printing progress on a TTY and a summary at the end. */
 export async function simulateCommand(raw: Record<string, unknown>, signal?: AbortSignal): Promise<SimulationSummary> {
-  const options = parseConfig(simulateSchema, raw, flagName);
+  const options = loadConfig(simulateSchema, raw);
   const log = createLogger('simulate');
   const scenario = buildScenario(options.scenario, options.seed);
   const config = scenario.config;
@@ -39,6 +44,7 @@ export async function simulateCommand(raw: Record<string, unknown>, signal?: Abo
   const summary = await runSimulation({
     config,
     endpoint: options.endpoint,
+    headers: options.token ? { authorization: `Bearer ${options.token}` } : undefined,
     startTimeMs,
     pace: options.pace,
     keepTruth: options.truth !== undefined || options.pace === 'fast',

@@ -1,72 +1,102 @@
 import { join } from 'node:path';
 import { z } from 'zod';
-import { Collector, collectorConfigSchema, type SpanQueue } from '../collector/index.ts';
-import { parseConfig, port } from '../common/config.ts';
-import { createLogger } from '../common/index.ts';
 import { Registry } from 'prom-client';
-import { createLifecycleMetrics, startHttpServer } from '../dashboards/index.ts';
-import { loadFlagThresholds } from '../queries/index.ts';
+import { Collector, collectorConfigSchema } from '../collector/index.ts';
+import { key, loadConfig, shutdownTimeoutMs } from '../common/config.ts';
+import { createLogger, stopOrExit } from '../common/index.ts';
+import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from '../dashboards/index.ts';
+import { spanTimeKeys, type SpanQueue } from '../contract/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
-import { createPipelineMetrics, createWriter, InProcessQueue, loadConfig, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
-import { flagName, simulateCommand } from './simulate.ts';
+import { loadFlagThresholds, openReadClient } from '../queries/index.ts';
+import { createPipelineMetrics, createWriter, InProcessQueue, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema, writerConfigSchema } from '../pipeline/index.ts';
+import { simulateCommand } from './simulate.ts';
 
-const startSchema = z.object({
-  otlpPort: port().default(4318),
-  httpPort: port().default(8080),
-  simulate: z.boolean().default(true),
-  scenario: z.enum(SCENARIO_NAMES).default('mixed'),
-  /** Seed of the simulated engines (request ids are s<seed>-NNNNNN); by default a new one each run. */
-  seed: z.coerce.number().int().min(0).optional(),
-  /** Everything `start` keeps on disk lives here: embedded ClickHouse under data/clickhouse. */
-  data: z.string().min(1).default('.data'),
+export const startConfigSchema = z.object({
+  otlpPort: collectorConfigSchema.shape.port,
+  /**
+   * 127.0.0.1: the all-in-one is what a newcomer runs on a laptop, and its ports take spans and show them without a
+   * token unless one is set. Engines on other hosts need `--otlp-host 0.0.0.0` (and a token).
+   */
+  otlpHost: key(z.string().min(1).default('127.0.0.1'), { help: 'listen address of the OTLP/HTTP port', env: 'HOLDSCOPE_OTLP_HOST', placeholder: 'address' }),
+  httpPort: httpServerConfigSchema.shape.httpPort,
+  /** 127.0.0.1, as the OTLP port. */
+  httpHost: key(z.string().min(1).default('127.0.0.1'), { help: 'listen address of the HTTP port', env: 'HOLDSCOPE_HTTP_HOST', placeholder: 'address' }),
+  simulate: key(z.boolean().default(true), { help: 'do not run simulated engines; only receive' }),
+  scenario: key(z.enum(SCENARIO_NAMES).default('mixed'), { help: 'scenario of the simulated engines', placeholder: 'name' }),
+  /** Request ids are s<seed>-NNNNNN; a new seed each run, so that runs on one data directory never share ids. */
+  seed: key(z.coerce.number().int().min(0).optional(), { help: 'seed of the simulated engines (default: a new one each run)', placeholder: 'n' }),
+  /** Everything `start` keeps on disk lives here: embedded ClickHouse under DIR/clickhouse. */
+  data: key(z.string().min(1).default('.data'), { help: 'data directory (embedded ClickHouse lives in DIR/clickhouse)', placeholder: 'dir' }),
+  shutdownTimeoutMs: shutdownTimeoutMs(),
+  ...spanTimeKeys,
 });
+
+/** An address this process can send to on a port bound to `host` (the wildcard addresses are not). */
+const reachable = (host: string) => (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host);
 
 /**
  * `holdscope start` (what `npm start` runs): collector, pipeline, read API and simulated engines in one
  * process on embedded ClickHouse. With KAFKA_BROKERS set, spans go through Kafka; otherwise through an
  * in-process queue with the same bound and acknowledgement (a 200 means ClickHouse has the spans).
+ * The collector, storage and HTTP port read the same environment variables as their own commands.
  */
-export async function startCommand(raw: Record<string, unknown>): Promise<void> {
-  const options = parseConfig(startSchema, raw, flagName);
+export async function startCommand(flags: Record<string, unknown>): Promise<void> {
+  const options = loadConfig(startConfigSchema, flags);
+  const time = { maxClockSkewMs: options.maxClockSkewMs, retentionDays: options.retentionDays };
+  const collectorConfig = loadConfig(collectorConfigSchema, { port: options.otlpPort, host: options.otlpHost, ...time });
+  const { httpPort, httpHost, httpToken, ...readLimits } = loadConfig(httpServerConfigSchema, { httpPort: options.httpPort, httpHost: options.httpHost });
+  const storage = loadConfig(storageConfigSchema, { data: join(options.data, 'clickhouse'), retentionDays: options.retentionDays });
   const log = createLogger('start');
-  const kafkaBrokers = process.env.KAFKA_BROKERS;
-  const storage = loadConfig(storageConfigSchema, { data: join(options.data, 'clickhouse') });
   const client = await openStorage(storage, log);
   const metrics = createPipelineMetrics();
   let pipeline: Pipeline | undefined;
   let queue: SpanQueue | undefined;
-  if (kafkaBrokers) {
-    pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data }), { log, metrics, client });
+  if (collectorConfig.kafkaBrokers.length > 0) {
+    pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data, ...time }), { log, metrics, client });
     await pipeline.start();
-    log.info({ kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
+    log.info({ kafkaBrokers: collectorConfig.kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
   } else {
-    const writer = createWriter(client, { database: storage.database, maxBatchRows: 50_000, lingerMs: 100 }, metrics, log);
-    queue = new InProcessQueue(writer, { maxPendingSpans: 200_000, timeoutMs: 10_000, metrics, log });
+    const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}) }, metrics, log);
+    queue = new InProcessQueue(writer, { maxPendingSpans: collectorConfig.maxPendingSpans, timeoutMs: collectorConfig.produceTimeoutMs, metrics, log });
     log.info(
       'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
         'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
     );
   }
-  const collectorConfig = collectorConfigSchema.parse({ port: options.otlpPort, host: '0.0.0.0', kafkaBrokers: kafkaBrokers || undefined });
   const collector = new Collector(collectorConfig, { log, queue });
   let accepting = false;
-  // HOLDSCOPE_HTTP_TOKEN, when set, is required on every request of the HTTP port (pages and API).
-  const authToken = process.env.HOLDSCOPE_HTTP_TOKEN || undefined;
   const flagThresholds = loadFlagThresholds();
-  const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds });
+  // Reads get a connection of their own: on embedded ClickHouse a query waits for the one before it on its connection,
+  // so the pages and gauges would otherwise hold the collector's INSERTs back for as long as they run.
+  const readClient = await openReadClient({ url: storage.clickhouseUrl, user: storage.clickhouseUser, password: storage.clickhousePassword, dataPath: storage.data });
+  const lifecycleMetrics = createLifecycleMetrics({ client: readClient, database: storage.database, log, thresholds: flagThresholds, readLimits });
   lifecycleMetrics.start();
   const metricsRegistry = Registry.merge([lifecycleMetrics.registry, metrics.registry, collector.metrics.registry]);
-  const http = await startHttpServer({ port: options.httpPort, host: '0.0.0.0', client, database: storage.database, log, ready: () => accepting, authToken, metricsRegistry, flagThresholds });
+  const http = await startHttpServer({
+    port: httpPort,
+    host: httpHost,
+    client: readClient,
+    database: storage.database,
+    log,
+    readiness: () => ({ ready: accepting && collector.queue.healthy() }),
+    authToken: httpToken,
+    metricsRegistry,
+    flagThresholds,
+    readLimits,
+  });
   const otlpPort = await collector.start();
   accepting = true;
   log.info(
-    { otlp: `http://127.0.0.1:${otlpPort}/v1/traces`, http: `http://127.0.0.1:${http.port}/`, lifecycles: `http://127.0.0.1:${http.port}/api/lifecycles/REQUEST_ID`, data: storage.data },
+    {
+      otlp: `http://${options.otlpHost}:${otlpPort}/v1/traces`,
+      http: `http://${options.httpHost}:${http.port}/`,
+      collectorToken: collectorConfig.authToken ? 'required' : 'none',
+      httpToken: httpToken ? 'required' : 'none',
+      data: storage.data,
+    },
     'holdscope is running',
   );
-  log.info(
-    { otlpPort, httpPort: http.port },
-    'ports',
-  );
+  log.info({ otlpPort, httpPort: http.port }, 'ports');
 
   const controller = new AbortController();
   const stop = () => controller.abort();
@@ -74,20 +104,29 @@ export async function startCommand(raw: Record<string, unknown>): Promise<void> 
   process.once('SIGTERM', stop);
   try {
     if (options.simulate) {
+      // The simulated engines send the collector's token (HOLDSCOPE_COLLECTOR_TOKEN) as real engines must.
       await simulateCommand(
-        { scenario: options.scenario, seed: options.seed ?? Date.now() % 1_000_000, endpoint: `http://127.0.0.1:${otlpPort}`, pace: 'realtime', duration: 7 * 24 * 3600 },
+        { scenario: options.scenario, seed: options.seed ?? Date.now() % 1_000_000, endpoint: `http://${reachable(options.otlpHost)}:${otlpPort}`, pace: 'realtime', duration: 7 * 24 * 3600 },
         controller.signal,
       );
     } else {
       await new Promise<void>((resolve) => controller.signal.addEventListener('abort', () => resolve()));
     }
   } finally {
-    log.info('shutting down');
-    lifecycleMetrics.stop();
-    await collector.shutdown();
-    await pipeline?.shutdown();
-    await queue?.flush();
-    await http.close();
-    await client.close();
+    // Bounded whatever ClickHouse or Kafka are doing. Without Kafka the writer stops first: its retries end at once, so
+    // senders waiting on a ClickHouse outage are answered 503 now rather than at their timeout, and the collector's stop
+    // then waits for nobody. A sender is told 200 only for stored spans.
+    await stopOrExit(log, options.shutdownTimeoutMs, async (waitingFor) => {
+      lifecycleMetrics.stop();
+      const collectorStopping = () => 'the collector (requests in progress) and, without Kafka, the ClickHouse writer';
+      waitingFor.add(collectorStopping);
+      await queue?.shutdown();
+      await collector.shutdown();
+      waitingFor.delete(collectorStopping);
+      await pipeline?.shutdown(waitingFor);
+      await http.close();
+      await readClient.close();
+      await client.close();
+    });
   }
 }

@@ -4,7 +4,8 @@ import { ConfigError, createKafka, createLogger, type Logger } from '../common/i
 import type { CollectorConfig } from './config.ts';
 import { createCollectorApp } from './http.ts';
 import { createCollectorMetrics, type CollectorMetrics } from './metrics.ts';
-import { KafkaSpanQueue, type SpanQueue } from './span-queue.ts';
+import type { SpanQueue } from '../contract/index.ts';
+import { KafkaSpanQueue } from './span-queue.ts';
 import { ensureTopics } from './topics.ts';
 
 /** The collector process: OTLP/HTTP in, Kafka out. `start`, then `shutdown` to drain and stop. */

@@ -1,25 +1,34 @@
-import { timingSafeEqual } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { PD_PREFIX } from '../contract/index.ts';
-import { decodeOtlpJsonBounded } from '../contract/otlp-json.ts';
-import { clipText, decodeOtlpProtobufBounded, LimitError, type BoundedDecode, type DecodeLimits } from '../contract/otlp-proto.ts';
-import { InputError, OverloadedError, type Logger } from '../common/index.ts';
+import {
+  clipText,
+  decodeOtlpJsonBounded,
+  decodeOtlpProtobufBounded,
+  LimitError,
+  PD_PREFIX,
+  type BoundedDecode,
+  type DecodeLimits,
+  type SpanQueue,
+} from '../contract/index.ts';
+import { createHttpApp, httpStatusOf, InputError, retryAfterSeconds, type Logger } from '../common/index.ts';
 import { DECODE_BUDGET_FACTOR, KAFKA_BUDGET_FACTOR, type CollectorConfig } from './config.ts';
 import { rejectionSummary, triage, type Triage, type TriageLimits } from './messages.ts';
 import type { CollectorMetrics } from './metrics.ts';
 import { exportResponse, RpcCode, statusResponse, type Encoding } from './otlp-response.ts';
-import type { SpanQueue } from './span-queue.ts';
 
-const CONTENT_TYPES: Record<string, Encoding> = { 'application/x-protobuf': 'protobuf', 'application/json': 'json' };
+// A Map, not an object literal: a Content-Type of `constructor` or `__proto__` must be unknown (415), not the prototype's.
+const CONTENT_TYPES = new Map<string, Encoding>([
+  ['application/x-protobuf', 'protobuf'],
+  ['application/json', 'json'],
+]);
 
 function encodingOf(req: Request): Encoding | undefined {
   const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  return CONTENT_TYPES[type];
+  return CONTENT_TYPES.get(type);
 }
 
 function reply(res: Response, encoding: Encoding, status: number, body: Buffer, retryAfterMs?: number): void {
   res.status(status).type(encoding === 'json' ? 'application/json' : 'application/x-protobuf');
-  if (retryAfterMs !== undefined) res.setHeader('Retry-After', String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+  if (retryAfterMs !== undefined) res.setHeader('Retry-After', retryAfterSeconds(retryAfterMs));
   res.send(body);
 }
 
@@ -53,12 +62,6 @@ function decodeAndTriage(body: Buffer, encoding: Encoding, decodeLimits: DecodeL
   }
 }
 
-function tokenMatches(header: string | undefined, token: string): boolean {
-  const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
-  const expected = Buffer.from(token);
-  return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
 export interface CollectorAppOptions {
   config: CollectorConfig;
   queue: SpanQueue;
@@ -71,8 +74,19 @@ export interface CollectorAppOptions {
  * A 200 means every accepted PD span is in Kafka; anything else tells the sender what to do next.
  */
 export function createCollectorApp({ config, queue, metrics, log }: CollectorAppOptions): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
+  const { app, finish } = createHttpApp({
+    log,
+    authToken: config.authToken,
+    readiness: () => ({ ready: queue.healthy(), kafka: queue.healthy() ? 'up' : 'down' }),
+    metricsRegistry: metrics.registry,
+    // Errors in OTLP's own Status message, in the encoding the sender used; every error answer is counted.
+    writeError: (req, res, status, message) => {
+      count(status);
+      const encoding = encodingOf(req) ?? 'json';
+      const code = status === 401 ? RpcCode.unauthenticated : status === 404 ? RpcCode.unimplemented : status >= 500 ? RpcCode.internal : RpcCode.invalidArgument;
+      reply(res, encoding, status, statusResponse(encoding, code, clipText(message, MAX_MESSAGE)));
+    },
+  });
   const count = (status: number) => metrics.requests.inc({ status: String(status) });
   const decodeLimits: DecodeLimits = {
     maxSpans: config.maxSpansPerRequest,
@@ -88,34 +102,15 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     maxMessageBytes: config.maxMessageBytes,
     maxRequestKafkaBytes: KAFKA_BUDGET_FACTOR * Math.max(config.maxBodyBytes, 64 * 1024),
     maxDeadLetterBytes: Math.max(config.maxBodyBytes, 64 * 1024),
+    maxClockSkewMs: config.maxClockSkewMs,
+    retentionDays: config.retentionDays,
   };
-
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok', kafka: queue.healthy() ? 'up' : 'down' });
-  });
-  app.get('/readyz', (_req, res) => {
-    res.status(queue.healthy() ? 200 : 503).json({ ready: queue.healthy() });
-  });
-  app.get('/metrics', async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
 
   app.post(
     '/v1/traces',
     (req: Request, res: Response, next: NextFunction) => {
-      const encoding = encodingOf(req) ?? 'json';
-      if (config.authToken && !tokenMatches(req.headers.authorization, config.authToken)) {
-        count(401);
-        res.setHeader('WWW-Authenticate', 'Bearer');
-        fail(res, encoding, 401, RpcCode.unauthenticated, 'missing or wrong bearer token');
-        return;
-      }
-      if (!encodingOf(req)) {
-        count(415);
-        fail(res, 'json', 415, RpcCode.invalidArgument, `unsupported Content-Type ${JSON.stringify(req.headers['content-type'] ?? '')}: send application/x-protobuf or application/json`);
-        return;
-      }
-      next();
+      if (encodingOf(req)) return next();
+      next(new PayloadError(415, `unsupported Content-Type ${JSON.stringify(clipText(req.headers['content-type'] ?? '', 100))}: send application/x-protobuf or application/json`));
     },
     // body-parser applies the limit after decompression, so a gzip bomb stops at maxBodyBytes.
     express.raw({ type: () => true, limit: config.maxBodyBytes, inflate: true }),
@@ -132,11 +127,10 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
       for (const r of result.rejections) metrics.spansRejected.inc({ field: r.field });
       const published = await queue.publish(result.messages, result.deadLetters);
       if (published.kind !== 'success') {
-        const overloaded = published.error instanceof OverloadedError;
-        const status = overloaded ? 429 : 503;
+        // The status from the one error model; the message is ours (what waits for Kafka), safe to show the sender.
+        const { status } = httpStatusOf(published.error);
         count(status);
-        const afterMs = published.kind === 'retryable' ? published.afterMs : 1000;
-        fail(res, encoding, status, overloaded ? RpcCode.resourceExhausted : RpcCode.unavailable, published.error.message, afterMs);
+        fail(res, encoding, status, status === 429 ? RpcCode.resourceExhausted : RpcCode.unavailable, published.error.message, published.afterMs);
         return;
       }
       count(200);
@@ -146,25 +140,26 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     },
   );
 
-  app.use((req: Request, res: Response) => {
-    fail(res, 'json', 404, RpcCode.unimplemented, `no route ${req.method} ${req.path}: OTLP traces go to POST /v1/traces`);
+  // Errors from body parsing (size, encoding, aborted uploads) carry an HTTP status of their own; the foundation's
+  // handler answers them, with these messages where the parser's own would not tell the sender what to change.
+  app.use((error: Error & { status?: number; type?: string }, req: Request, _res: Response, next: NextFunction) => {
+    if (error.type === 'entity.too.large') return next(new PayloadError(413, `body larger than ${config.maxBodyBytes} bytes (after decompression)`));
+    if (error.type === 'encoding.unsupported') {
+      return next(new PayloadError(415, `unsupported Content-Encoding ${JSON.stringify(req.headers['content-encoding'] ?? '')}: send gzip or none`));
+    }
+    next(error);
   });
-
-  // Errors from body parsing (size, encoding, aborted uploads) come here with an HTTP status of their own.
-  app.use((error: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
-    const encoding = encodingOf(req) ?? 'json';
-    const status = error.status && error.status >= 400 && error.status < 500 ? error.status : 500;
-    count(status);
-    if (status === 500) log.error({ err: error }, 'collector request failed');
-    const message =
-      error.type === 'entity.too.large'
-        ? `body larger than ${config.maxBodyBytes} bytes (after decompression)`
-        : error.type === 'encoding.unsupported'
-          ? `unsupported Content-Encoding ${JSON.stringify(req.headers['content-encoding'] ?? '')}: send gzip or none`
-          : status === 500
-            ? 'internal error'
-            : error.message;
-    if (!res.headersSent) fail(res, encoding, status, status === 500 ? RpcCode.internal : RpcCode.invalidArgument, message);
-  });
+  finish();
   return app;
+}
+
+/** A body-parser error restated for the sender: its status, and a message safe to show. */
+class PayloadError extends Error {
+  readonly expose = true;
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
 }

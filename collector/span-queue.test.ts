@@ -3,7 +3,9 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kafka } from 'kafkajs';
 import { createLogger, OverloadedError, UnavailableError, type RetryableResult } from '../common/index.ts';
-import { BATCH_OVERHEAD_BYTES, DEAD_LETTER_HEADERS, MESSAGE_HEADERS, recordBytes, type SpanMessage } from './messages.ts';
+import { DEAD_LETTER_HEADERS, MESSAGE_HEADERS } from '../contract/index.ts';
+import type { SpanMessage } from '../contract/index.ts';
+import { BATCH_OVERHEAD_BYTES, recordBytes } from './messages.ts';
 import { createCollectorMetrics } from './metrics.ts';
 import { KafkaSpanQueue, type KafkaSpanQueueOptions } from './span-queue.ts';
 

@@ -1,20 +1,8 @@
 import { CompressionTypes, Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
 import { OverloadedError, retryable, success, UnavailableError, type Logger, type RetryableResult } from '../common/index.ts';
 import type { CollectorMetrics } from './metrics.ts';
-import { BATCH_OVERHEAD_BYTES, DEAD_LETTER_HEADERS, MESSAGE_HEADERS, recordBytes, type DeadLetter, type SpanMessage } from './messages.ts';
-
-/**
- * Where accepted spans go. `publish` resolves once the messages are durable (success), or says when to try
- * again (retryable): it never resolves success for a message the queue does not hold.
- */
-export interface SpanQueue {
-  start(): Promise<void>;
-  publish(messages: SpanMessage[], deadLetters: DeadLetter[]): Promise<RetryableResult<void>>;
-  /** True while the queue can take spans (connected, and no send failed or timed out since Kafka last answered). */
-  healthy(): boolean;
-  flush(): Promise<void>;
-  shutdown(): Promise<void>;
-}
+import { DEAD_LETTER_HEADERS, MESSAGE_HEADERS, type DeadLetter, type SpanMessage, type SpanQueue } from '../contract/index.ts';
+import { BATCH_OVERHEAD_BYTES, recordBytes } from './messages.ts';
 
 export interface KafkaSpanQueueOptions {
   kafka: Kafka;
@@ -185,7 +173,7 @@ export class KafkaSpanQueue implements SpanQueue {
     const spans = messages.reduce((n, m) => n + m.spans, 0) + deadLetters.length;
     if (this.stopping || !this.connected) {
       this.options.metrics.spansRefused.inc({ reason: 'kafka_unavailable' }, spans);
-      return Promise.resolve(retryable(UNAVAILABLE_RETRY_MS, new UnavailableError('Kafka is unreachable', { retryAfterMs: UNAVAILABLE_RETRY_MS })));
+      return Promise.resolve(retryable(new UnavailableError('Kafka is unreachable', { retryAfterMs: UNAVAILABLE_RETRY_MS })));
     }
     // Parts of at most one send's worth of bytes, spans before dead letters.
     const entry: Entry = { remaining: 0, settle: () => undefined };
@@ -210,13 +198,12 @@ export class KafkaSpanQueue implements SpanQueue {
         // What waits is stuck on Kafka, not on a burst: the sender should hear that Kafka is down.
         this.options.metrics.spansRefused.inc({ reason: 'kafka_unavailable' }, spans);
         return Promise.resolve(
-          retryable(UNAVAILABLE_RETRY_MS, new UnavailableError(`Kafka is unavailable (${this.failing}); ${this.pendingSpans} spans wait for it`, { retryAfterMs: UNAVAILABLE_RETRY_MS })),
+          retryable(new UnavailableError(`Kafka is unavailable (${this.failing}); ${this.pendingSpans} spans wait for it`, { retryAfterMs: UNAVAILABLE_RETRY_MS })),
         );
       }
       this.options.metrics.spansRefused.inc({ reason: 'overloaded' }, spans);
       return Promise.resolve(
         retryable(
-          OVERLOADED_RETRY_MS,
           new OverloadedError(`collector overloaded: ${this.pendingSpans} spans (${this.pendingBytes} bytes) waiting for Kafka`, { retryAfterMs: OVERLOADED_RETRY_MS }),
         ),
       );
@@ -230,7 +217,7 @@ export class KafkaSpanQueue implements SpanQueue {
         // Kafka may still take the messages later: then the retried copy is a duplicate, which the pipeline
         // ignores. The other way round (200 for spans Kafka never got) cannot happen.
         this.markFailing(`no acknowledgement within ${this.options.produceTimeoutMs} ms`);
-        entry.settle(retryable(UNAVAILABLE_RETRY_MS, new UnavailableError(`Kafka did not acknowledge within ${this.options.produceTimeoutMs} ms`)));
+        entry.settle(retryable(new UnavailableError(`Kafka did not acknowledge within ${this.options.produceTimeoutMs} ms`, { retryAfterMs: UNAVAILABLE_RETRY_MS })));
       }, this.options.produceTimeoutMs);
       entry.remaining = parts.length;
       entry.settle = (result: RetryableResult<void>) => {
@@ -337,7 +324,7 @@ export class KafkaSpanQueue implements SpanQueue {
       this.options.metrics.produceRetries.inc();
       this.options.metrics.spansRefused.inc({ reason: 'kafka_unavailable' }, spans);
       this.options.log.warn({ err: (error as Error).message, spans }, 'Kafka send failed; senders will retry');
-      const failure = retryable<void>(UNAVAILABLE_RETRY_MS, new UnavailableError('Kafka did not acknowledge the spans', { cause: error, retryAfterMs: UNAVAILABLE_RETRY_MS }));
+      const failure = retryable<void>(new UnavailableError('Kafka did not acknowledge the spans', { cause: error, retryAfterMs: UNAVAILABLE_RETRY_MS }));
       for (const part of batch) part.entry.settle(failure);
     }
   }

@@ -45,12 +45,12 @@ export class OverloadedError extends UnavailableError {
   }
 }
 
-/** The outcome of an operation that may be retried, said in its type rather than through exceptions. */
-export type RetryableResult<T = void> =
-  | { kind: 'success'; value: T }
-  | { kind: 'failure'; error: HoldscopeError }
-  | { kind: 'retryable'; afterMs: number; error: HoldscopeError };
+/**
+ * The outcome of an operation that may be retried, said in its type rather than through exceptions: `retryable` may
+ * succeed after `afterMs`, which is always its error's `retryAfterMs`. (No publish can fail for good: a span the
+ * contract refuses is rejected before it is queued, and Kafka's and ClickHouse's refusals are outages to wait out.)
+ */
+export type RetryableResult<T = void> = { kind: 'success'; value: T } | { kind: 'retryable'; afterMs: number; error: UnavailableError };
 
 export const success = <T>(value: T): RetryableResult<T> => ({ kind: 'success', value });
-export const failure = <T>(error: HoldscopeError): RetryableResult<T> => ({ kind: 'failure', error });
-export const retryable = <T>(afterMs: number, error: HoldscopeError): RetryableResult<T> => ({ kind: 'retryable', afterMs, error });
+export const retryable = <T>(error: UnavailableError): RetryableResult<T> => ({ kind: 'retryable', afterMs: error.retryAfterMs, error });

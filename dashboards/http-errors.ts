@@ -1,17 +1,14 @@
 import type { Response } from 'express';
-import { HoldscopeError, InputError, type Logger } from '../common/index.ts';
+import { httpStatusOf, retryAfterSeconds, type Logger } from '../common/index.ts';
 
 /**
- * Answers a failed request: 400 with the reason for bad input, 503 with Retry-After while ClickHouse is
- * unavailable, 500 otherwise. Internal details go to the log, never to the page.
+ * Answers a failed request the way the HTTP foundation's error handler does (common/http.ts): 400 with the reason
+ * for bad input, 429/503 with Retry-After from the error, 500 otherwise. Internal details go to the log, never to
+ * the page.
  */
 export function sendError(res: Response, log: Logger, error: unknown, what: string): void {
-  if (error instanceof InputError) {
-    res.status(400).json({ error: error.message });
-    return;
-  }
-  const retriable = error instanceof HoldscopeError && error.retriable;
-  log.error({ err: error instanceof Error ? error.message : String(error) }, `${what} failed`);
-  if (retriable) res.setHeader('Retry-After', '5');
-  res.status(retriable ? 503 : 500).json({ error: retriable ? 'ClickHouse unavailable' : 'internal error' });
+  const { status, message, retryAfterMs } = httpStatusOf(error);
+  if (status >= 500) log.error({ err: error instanceof Error ? error.message : String(error) }, `${what} failed`);
+  if (retryAfterMs !== undefined) res.setHeader('Retry-After', retryAfterSeconds(retryAfterMs));
+  res.status(status).json({ error: message });
 }

@@ -7,7 +7,7 @@ import {
   SpanName,
   type TimeoutAction,
   type TransferStatus,
-} from '../contract/names.ts';
+} from '../contract/index.ts';
 
 export const INSTRUMENTATION_NAME = 'holdscope-emitter';
 export const INSTRUMENTATION_VERSION = '1.0.0';

@@ -1,10 +1,10 @@
 export { Pipeline, openStorage, createWriter, InProcessQueue } from './pipeline.ts';
-export { pipelineConfigSchema, storageConfigSchema, loadConfig, type PipelineConfig, type StorageConfig } from './config.ts';
-export { migrate, loadMigrations, type SchemaOptions } from './migrate.ts';
+export { pipelineConfigSchema, storageConfigSchema, writerConfigSchema, type PipelineConfig, type StorageConfig } from './config.ts';
+export { migrate, type SchemaOptions } from './migrate.ts';
 export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 export { SpanWriter } from './writer.ts';
 export { fetchByteLimits } from './kafka-source.ts';
-export { decodeMessage, eventsOf } from './decode.ts';
-export { spanRow, formatNanos, type SpanRow } from './rows.ts';
-export { encodeRows, encodeSpanLine, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
-export { refreshLifecycleRecords, rebuildLifecycleRecords, type LifecycleKey } from './records.ts';
+export { eventsOf } from './decode.ts';
+export { spanRow, type SpanRow } from './rows.ts';
+export { encodeRows, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
+export { rebuildLifecycleRecords } from './records.ts';

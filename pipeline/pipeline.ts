@@ -1,4 +1,5 @@
-import { createClickHouse, createKafka, createLogger, type ClickHouseClient, type Logger } from '../common/index.ts';
+import { createClickHouse, createKafka, createLogger, type ClickHouseClient, type Logger, type Readiness } from '../common/index.ts';
+import { spanTimeWindow } from '../contract/index.ts';
 import type { PipelineConfig, StorageConfig } from './config.ts';
 import { InProcessQueue } from './in-process-queue.ts';
 import { KafkaSource } from './kafka-source.ts';
@@ -23,7 +24,7 @@ export interface WriterSettings {
 }
 
 export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
-  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, refreshIntervalMs: settings.refreshIntervalMs, retryInitialMs: 250, retryMaxMs: 5000, metrics, log });
+  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, refreshIntervalMs: settings.refreshIntervalMs, metrics, log });
 }
 
 /** `holdscope pipeline`: Kafka in, ClickHouse out. `start`, then `shutdown` to stop after the batches in hand. */
@@ -65,6 +66,7 @@ export class Pipeline {
       fetchMaxWaitMs: this.config.fetchMaxWaitMs,
       maxBytesPerPartition: this.config.maxBytesPerPartition,
       maxInFlightBytes: this.config.maxInFlightBytes,
+      timeWindow: () => spanTimeWindow(Date.now(), this.config.maxClockSkewMs, this.config.retentionDays),
     });
     await this.source.start();
     this.lag = startLagMonitor({ kafka, groupId: this.config.groupId, topics: this.config.topics, metrics: this.metrics, log: this.log });
@@ -72,6 +74,12 @@ export class Pipeline {
 
   flush(): Promise<void> {
     return this.writer?.flush() ?? Promise.resolve();
+  }
+
+  /** For /readyz: started, and the consumer is in a group (not crashed, rejoining or stopping), with what it is doing. */
+  readiness(): Readiness {
+    const consumer = this.source?.status() ?? 'not started';
+    return { ready: this.source?.consuming() ?? false, consumer };
   }
 
   /** Samples consumer lag now rather than at the next interval. */

@@ -110,21 +110,25 @@ export function requestPage(requestId: string): string {
   );
 }
 
+/** Paths that hold no data (scripts, stylesheet, Vega builds): served without the token, so the login-less shell loads. */
+export const isPageAsset = (path: string) => path.startsWith('/vendor/') || path.startsWith('/static/') || path === '/favicon.ico';
+
 /** The pages, their static script and stylesheet, and the Vega browser builds from node_modules (no CDN). */
 export function createPageRoutes(): express.Router {
   const router = express.Router();
-  const vendor: Record<string, string> = {
-    'vega.min.js': join(nodeModules, 'vega', 'build', 'vega.min.js'),
-    'vega-lite.min.js': join(nodeModules, 'vega-lite', 'build', 'vega-lite.min.js'),
-    'vega-embed.min.js': join(nodeModules, 'vega-embed', 'build', 'vega-embed.min.js'),
-  };
+  // A Map, not an object literal: `constructor` or `__proto__` must be unknown names (404), not the prototype's.
+  const vendor = new Map([
+    ['vega.min.js', join(nodeModules, 'vega', 'build', 'vega.min.js')],
+    ['vega-lite.min.js', join(nodeModules, 'vega-lite', 'build', 'vega-lite.min.js')],
+    ['vega-embed.min.js', join(nodeModules, 'vega-embed', 'build', 'vega-embed.min.js')],
+  ]);
   router.get('/vendor/:file', (req: Request, res: Response, next) => {
-    const path = vendor[String(req.params.file)];
+    const path = vendor.get(String(req.params.file));
     if (!path) return next();
-    res.setHeader('X-Content-Type-Options', 'nosniff');
     res.sendFile(path, { maxAge: '1h' });
   });
-  router.use('/static', express.static(join(here, 'static'), { index: false, maxAge: 0, setHeaders: (res) => res.setHeader('X-Content-Type-Options', 'nosniff') }));
+  // fallthrough: an unknown name reaches the 404 rather than express.static's own error page.
+  router.use('/static', express.static(join(here, 'static'), { index: false, maxAge: 0, fallthrough: true }));
   router.get('/favicon.ico', (_req, res) => {
     res.status(204).end();
   });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ROOT_CONTEXT, trace, TraceFlags, type Context } from '@opentelemetry/api';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
-import { ResourceAttr } from '../../contract/index.ts';
+import { lifecycleKeyId, ResourceAttr } from '../../contract/index.ts';
 import type { RequestRef } from '../instrument.ts';
 import type { SimConfig } from './config.ts';
 import { ROUTER_ID } from './model.ts';
@@ -62,7 +62,7 @@ export function simulatedEngines(config: SimConfig): SimEngine[] {
  * trace viewers group a lifecycle's spans across engines as a propagated context would.
  */
 export function lifecycleContext(cluster: string, req: RequestRef): Context {
-  const digest = createHash('sha256').update(`${cluster}\u0000${req.requestId}\u0000${req.generation}`).digest('hex');
+  const digest = createHash('sha256').update(lifecycleKeyId(cluster, req.requestId, req.generation)).digest('hex');
   return trace.setSpanContext(ROOT_CONTEXT, {
     traceId: digest.slice(0, 32),
     spanId: digest.slice(32, 48),

@@ -1,9 +1,10 @@
 import type { ReleaseReason, TransferStatus } from '../../contract/index.ts';
-import type { PdEmitter, RequestRef } from '../instrument.ts';
-import type { DecodeEngineSpec, PrefillEngineSpec, SimConfig } from './config.ts';
+import type { PdEmitter } from '../instrument.ts';
+import type { SimConfig } from './config.ts';
 import { MinHeap } from './heap.ts';
 import { Rng } from './rng.ts';
-import { LifecycleFlag, type LateWriteTruth, type LifecycleTruth } from './truth.ts';
+import type { DecodeState, Lifecycle, RankState } from './state.ts';
+import { LifecycleFlag, type LifecycleTruth } from './truth.ts';
 import { lifecycleTruth } from './truth-builder.ts';
 
 /** Where the model's spans go: one emitter per engine, and simulated microseconds to span timestamps. */
@@ -17,62 +18,6 @@ const CHUNK_INFLIGHT = 1;
 const CHUNK_OK = 2;
 const CHUNK_FAILED = 3;
 const CHUNK_TIMEOUT = 4;
-
-export interface RankState {
-  rank: number;
-  /** Chunks computed by prefill and ready to post. */
-  ready: number;
-  /** Next chunk index this rank posts. */
-  next: number;
-  inflight: number;
-  status: Uint8Array;
-  stopped: boolean;
-  draining: boolean;
-  drainStartUs: number;
-  /** Launched, uncompleted writes when ABORT arrived: what the drain waits for. */
-  inflightAtAbort: number;
-  drained: boolean;
-}
-
-export interface Lifecycle {
-  req: RequestRef;
-  prefill: PrefillEngineSpec;
-  decode: DecodeState;
-  arrivalUs: number;
-  pagesNeeded: number;
-  chunkCount: number;
-  admission: 'accepted' | 'rejected';
-  leaked: boolean;
-  aborted: boolean;
-  queued: boolean;
-  allocated: boolean;
-  pages: number[];
-  ranks: RankState[];
-  handoffUs: number | null;
-  corrupted: boolean;
-  holdStartUs: number | null;
-  expectedRanks: number[];
-  ackedRanks: Set<number>;
-  staleAccepted: number;
-  staleRejected: number;
-  timeoutUs: number | null;
-  missingRanks: number[];
-  releaseUs: number | null;
-  releaseReason: ReleaseReason | null;
-  lastOkWriteUs: number | null;
-  transfers: { ok: number; failed: number; timeout: number };
-  lateWrites: LateWriteTruth[];
-  flags: Set<LifecycleFlag>;
-  /** Closed: finished, released without a hold, or dropped before allocation. */
-  closed: boolean;
-}
-
-export interface DecodeState {
-  spec: DecodeEngineSpec;
-  free: MinHeap<number>;
-  owner: (Lifecycle | null)[];
-  waiting: Lifecycle[];
-}
 
 type SimEvent =
   | { type: 'arrival'; seq: number; at: number }

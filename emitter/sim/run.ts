@@ -11,6 +11,8 @@ export interface SimulationOptions {
   config: SimConfig;
   /** OTLP/HTTP base URL; spans go to `${endpoint}/v1/traces` as protobuf. */
   endpoint: string;
+  /** Sent with every export, e.g. `authorization: Bearer TOKEN` for a collector that requires a token. */
+  headers?: Record<string, string>;
   /** Wall-clock time of simulated time zero. */
   startTimeMs: number;
   /** `fast` runs as fast as the endpoint accepts; `realtime` follows the wall clock (live dashboards). */
@@ -74,7 +76,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   for (const engine of simulatedEngines(config)) {
     const processor = new CollectingProcessor();
     const provider = new TracerProvider({ resource: engine.resource, spanProcessors: [processor] });
-    const exporter = options.exporterFor?.(engine.id) ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/$/, '')}/v1/traces` });
+    const exporter = options.exporterFor?.(engine.id) ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/$/, '')}/v1/traces`, headers: options.headers });
     const tracer = provider.getTracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION);
     const emitter = createPdEmitter(tracer, { contextFor: (req) => lifecycleContext(config.cluster, req) });
     channels.set(engine.id, { provider, processor, exporter, emitter });

@@ -140,7 +140,3 @@ function scenario(name: ScenarioName, seed: number): Scenario {
 export function buildScenario(name: ScenarioName, seed = 1): Scenario {
   return scenario(name, seed);
 }
-
-export function isScenarioName(value: string): value is ScenarioName {
-  return (SCENARIO_NAMES as readonly string[]).includes(value);
-}

@@ -1,5 +1,5 @@
 import type { SimConfig } from './config.ts';
-import type { Lifecycle } from './model.ts';
+import type { Lifecycle } from './state.ts';
 import { LifecycleFlag, type LifecycleTruth } from './truth.ts';
 
 const ms = (us: number | null): number | null => (us === null ? null : us / 1000);

@@ -1,5 +1,6 @@
 import { CompressionTypes, Partitioners, type Kafka, type Message } from 'kafkajs';
-import { Collector, collectorConfigSchema, MESSAGE_HEADERS, type DeadLetter, type SpanMessage, type SpanQueue } from '../../collector/index.ts';
+import { MESSAGE_HEADERS, type DeadLetter, type SpanMessage, type SpanQueue } from '../../contract/index.ts';
+import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { success, type RetryableResult } from '../../common/index.ts';
 import { buildScenario, runSimulation } from '../../emitter/index.ts';
 import { quietLog } from '../support/stack.ts';

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startOtlpReceiver } from '../../collector/index.ts';
+import { startOtlpReceiver } from '../support/otlp-sink.ts';
 import { encodeOtlpProtobuf, forEachSpan, type OtlpTraceRequest } from '../../contract/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
 import { buildScenario, runSimulation } from '../../emitter/index.ts';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Kafka } from 'kafkajs';
-import { startOtlpReceiver } from '../../collector/index.ts';
+import { startOtlpReceiver } from '../support/otlp-sink.ts';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { encodeOtlpJson, encodeOtlpProtobuf, type OtlpTraceRequest } from '../../contract/index.ts';
 import { buildScenario, runSimulation, type LifecycleTruth } from '../../emitter/index.ts';

@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startOtlpReceiver, type OtlpReceiver } from '../../collector/otlp-receiver.ts';
-import { forEachSpan, validateSpan, type OtlpTraceRequest, type PdEvent } from '../../contract/index.ts';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-sink.ts';
+import { forEachSpan, lifecycleKeyId, validateSpan, type OtlpTraceRequest, type PdEvent } from '../../contract/index.ts';
 import { buildScenario, runSimulation, type ScenarioName } from '../../emitter/index.ts';
 import { comparable, deriveLifecycles } from '../support/lifecycles-from-spans.ts';
 
@@ -50,7 +50,7 @@ describe('simulator over OTLP/HTTP protobuf', () => {
         const derived = deriveLifecycles(events, BigInt(startTimeMs) * 1_000_000n);
         assert.equal(derived.size, summary.truth.length);
         for (const truth of summary.truth) {
-          const key = `${truth.cluster}\u0000${truth.request_id}\u0000${truth.generation}`;
+          const key = lifecycleKeyId(truth.cluster, truth.request_id, truth.generation);
           assert.deepEqual(derived.get(key), comparable(truth), `lifecycle ${truth.request_id}/${truth.generation}`);
         }
         assert.ok(summary.truth.some((t) => t.flags.length > 0) || name === 'no-ack-backend');

@@ -17,10 +17,10 @@ interface Started {
 }
 
 /** Runs `holdscope start` as a user would and waits for its ports and a healthy /healthz. */
-async function start(args: string[]): Promise<Started> {
+async function start(args: string[], env: Record<string, string> = {}): Promise<Started> {
   const began = Date.now();
   const child = spawn(process.execPath, ['bin/holdscope.js', 'start', '--http-port', '0', '--otlp-port', '0', '--data', mkdtempSync(join(tmpdir(), 'holdscope-start-')), ...args], {
-    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '' },
+    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -48,10 +48,10 @@ async function stop(child: ChildProcess): Promise<number | null> {
   return exited;
 }
 
-async function poll(url: string, timeoutMs: number): Promise<Response> {
+async function poll(url: string, timeoutMs: number, init?: RequestInit): Promise<Response> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const res = await fetch(url);
+    const res = await fetch(url, init);
     if (res.status === 200 || Date.now() > deadline) return res;
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -107,5 +107,43 @@ describe('holdscope start', () => {
       { generation: body.lifecycles[0]?.generation, resolution: body.lifecycles[0]?.resolution, hold_ms: body.lifecycles[0]?.hold_ms, decode_engine: body.lifecycles[0]?.decode_engine },
       { generation: 3, resolution: 'drained', hold_ms: 15, decode_engine: 'decode-ext' },
     );
+  });
+
+  it('honours both tokens: its simulated engines send the collector token, and no door opens without them', async () => {
+    const collectorToken = 'collector-token-0123456789';
+    const httpToken = 'http-token-0123456789abcdef';
+    const s = await start(['--seed', '4343', '--scenario', 'steady'], { HOLDSCOPE_COLLECTOR_TOKEN: collectorToken, HOLDSCOPE_HTTP_TOKEN: httpToken });
+    running.push(s.child);
+    const api = `http://127.0.0.1:${s.httpPort}`;
+    const otlp = `http://127.0.0.1:${s.otlpPort}/v1/traces`;
+    // The simulated engines' spans are stored, so they sent the token; the scheme is read in any case.
+    const stored = await poll(`${api}/api/lifecycles/s4343-000001`, 15_000, { headers: { authorization: `bEaReR ${httpToken}` } });
+    assert.equal(stored.status, 200);
+    const span = JSON.stringify({ resourceSpans: [] });
+    const post = (headers: Record<string, string>) => fetch(otlp, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: span });
+    assert.equal((await post({})).status, 401, 'the collector without a token');
+    assert.equal((await post({ authorization: `Bearer ${httpToken}` })).status, 401, "the collector with the HTTP port's token");
+    assert.equal((await post({ authorization: `bearer ${collectorToken}` })).status, 200, 'the collector, scheme in lower case');
+    assert.equal((await post({ authorization: `BEARER ${collectorToken}`, 'content-type': 'constructor' })).status, 415);
+    assert.equal((await post({ authorization: `Bearer ${collectorToken}`, 'content-type': '__proto__' })).status, 415);
+    assert.equal((await fetch(`${api}/api/lifecycles/s4343-000001`)).status, 401, 'the read API without a token');
+    assert.equal((await fetch(`${api}/metrics`)).status, 401, '/metrics without a token');
+    for (const path of ['/healthz', '/readyz']) assert.equal((await fetch(`${api}${path}`)).status, 200, path);
+    const authorized = { headers: { authorization: `Bearer ${httpToken}` } };
+    for (const path of ['/vendor/constructor', '/vendor/__proto__', '/vendor/toString', '/static/constructor', '/static/..%2f..%2fpackage.json', '/nowhere']) {
+      const res = await fetch(`${api}${path}`, authorized);
+      const body = await res.text();
+      assert.equal(res.status, 404, path);
+      assert.doesNotMatch(body, /\bat |\/work\/|node_modules|\.ts:/, `${path}: no stack trace or file path`);
+    }
+    const every = await Promise.all(
+      [`${api}/`, `${api}/api/lifecycles/none`, `${api}/vendor/nothing`, `${api}/api/flags`, `${api}/healthz`].map((url) => fetch(url, authorized)),
+    );
+    for (const res of every) assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `${res.url} (${res.status})`);
+    const to9999 = await fetch(`${api}/api/flags?from=2026-01-01T00:00:00Z&to=9999-12-31T00:00:00Z`, authorized);
+    assert.equal(to9999.status, 400, 'a window past any limit is the caller\'s error');
+    const otlpAnswers = await Promise.all([post({}), fetch(`${otlp.replace('/v1/traces', '/nowhere')}`), post({ authorization: `Bearer ${collectorToken}` })]);
+    for (const res of otlpAnswers) assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `collector ${res.status}`);
+    assert.equal(await stop(s.child), 0);
   });
 });

@@ -1,4 +1,4 @@
-import type { PdEvent, PdEventOf, SpanName } from '../../contract/index.ts';
+import { lifecycleKeyId, type PdEvent, type PdEventOf, type SpanName } from '../../contract/index.ts';
 import type { LifecycleTruth } from '../../emitter/index.ts';
 
 /**
@@ -23,7 +23,7 @@ export type DerivedLifecycle = Pick<
 
 type Group = { [N in SpanName]?: PdEventOf<N>[] };
 
-const keyOf = (e: { cluster: string; requestId: string; generation: number }) => `${e.cluster}\u0000${e.requestId}\u0000${e.generation}`;
+const keyOf = (e: { cluster: string; requestId: string; generation: number }) => lifecycleKeyId(e.cluster, e.requestId, e.generation);
 const msBetween = (later: bigint, earlier: bigint) => Number(later - earlier) / 1e6;
 
 export function deriveLifecycles(events: PdEvent[], startNs: bigint): Map<string, DerivedLifecycle> {

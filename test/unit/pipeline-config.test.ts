@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { loadConfig, pipelineConfigSchema } from '../../pipeline/index.ts';
+import { loadConfig } from '../../common/index.ts';
+import { pipelineConfigSchema } from '../../pipeline/index.ts';
 
 describe('pipeline configuration', () => {
   it('names each flag below its minimum with the minimum and the value given', () => {

@@ -1,8 +1,10 @@
+// A plain OTLP/HTTP sink for tests and the bench: it records what an exporter sends (the simulator's spans) with
+// none of the collector's limits, validation or Kafka. Not part of holdscope's own data path.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGunzip } from 'node:zlib';
-import { decodeOtlpJson, decodeOtlpProtobuf, type OtlpTraceRequest } from '../contract/index.ts';
-import { InputError } from '../common/index.ts';
+import { decodeOtlpJson, decodeOtlpProtobuf, type OtlpTraceRequest } from '../../contract/index.ts';
+import { InputError } from '../../common/index.ts';
 
 export interface OtlpReceiverOptions {
   port: number;
