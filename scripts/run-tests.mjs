@@ -15,7 +15,7 @@ const explicit = process.argv.slice(2).filter((arg, i, all) => !arg.startsWith('
 
 function findTests(dir, found = []) {
   for (const entry of readdirSync(dir)) {
-    if (skipDirs.has(entry)) continue;
+    if (skipDirs.has(entry) || entry.startsWith('.')) continue;
     const path = join(dir, entry);
     if (statSync(path).isDirectory()) findTests(path, found);
     else if (entry.endsWith('.test.ts')) found.push(relative(root, path));
