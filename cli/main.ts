@@ -13,39 +13,44 @@ const program = new Command('holdscope')
   .description('Observability for KV-page holds in prefill/decode disaggregated LLM serving')
   .showHelpAfterError();
 
-program
-  .command('simulate')
-  .description('Run the seeded PD cluster simulator and export its spans over OTLP/HTTP (protobuf)');
+program.command('simulate').description('Run the seeded PD cluster simulator and export its spans over OTLP/HTTP (protobuf)');
 addConfigOptions(program.commands.at(-1) as Command, simulateSchema).action(async (opts: Record<string, unknown>) => {
   await simulateCommand(opts);
 });
 
 addConfigOptions(
-  program.command('start').description('Run the whole stack in one process: collector, pipeline, read API and simulated engines, on embedded ClickHouse'),
+  program
+    .command('start')
+    .description('Run the whole stack in one process: collector, pipeline, read API and simulated engines, on embedded ClickHouse'),
   startConfigSchema,
 ).action(async (opts: Record<string, unknown>) => {
   await startCommand(opts);
 });
 
 addConfigOptions(
-  program.command('collector').description('OTLP/HTTP trace receiver that produces PD spans to Kafka (needs KAFKA_BROKERS or --kafka-brokers)'),
+  program
+    .command('collector')
+    .description('OTLP/HTTP trace receiver that produces PD spans to Kafka (needs KAFKA_BROKERS or --kafka-brokers)'),
   collectorConfigSchema,
 ).action(async (opts: Record<string, unknown>) => {
   await collectorCommand(opts);
 });
 
 addConfigOptions(
-  program.command('pipeline').description('Consume PD spans from Kafka into ClickHouse lifecycle records (needs KAFKA_BROKERS or --kafka-brokers)'),
+  program
+    .command('pipeline')
+    .description('Consume PD spans from Kafka into ClickHouse lifecycle records (needs KAFKA_BROKERS or --kafka-brokers)'),
   pipelineConfigSchema,
 ).action(async (opts: Record<string, unknown>) => {
   await pipelineCommand(opts);
 });
 
-addConfigOptions(program.command('migrate').description('Create or upgrade the ClickHouse schema (idempotent), then exit'), storageConfigSchema).action(
-  async (opts: Record<string, unknown>) => {
-    await migrateCommand(opts);
-  },
-);
+addConfigOptions(
+  program.command('migrate').description('Create or upgrade the ClickHouse schema (idempotent), then exit'),
+  storageConfigSchema,
+).action(async (opts: Record<string, unknown>) => {
+  await migrateCommand(opts);
+});
 
 addConfigOptions(
   program.command('serve').description('Serve the pages, read API and /metrics over an existing database'),

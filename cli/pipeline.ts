@@ -25,9 +25,18 @@ export async function pipelineCommand(flags: Record<string, unknown>): Promise<v
 export async function migrateCommand(flags: Record<string, unknown>): Promise<void> {
   const config = loadConfig(storageConfigSchema, flags);
   const log = createLogger('migrate');
-  const client = await createClickHouse({ url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data });
+  const client = await createClickHouse({
+    url: config.clickhouseUrl,
+    user: config.clickhouseUser,
+    password: config.clickhousePassword,
+    dataPath: config.data,
+  });
   try {
-    const { applied } = await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
+    const { applied } = await migrate(
+      client,
+      { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays },
+      log,
+    );
     process.stdout.write(applied.length > 0 ? `applied ${applied.join(', ')}\n` : 'schema up to date\n');
   } finally {
     await client.close();
@@ -35,7 +44,9 @@ export async function migrateCommand(flags: Record<string, unknown>): Promise<vo
 }
 
 /** `holdscope serve`'s configuration: where ClickHouse is, the HTTP port, and how long a stop may take. */
-export const serveConfigSchema = storageConfigSchema.extend(httpServerConfigSchema.shape).extend({ shutdownTimeoutMs: shutdownTimeoutMs() });
+export const serveConfigSchema = storageConfigSchema
+  .extend(httpServerConfigSchema.shape)
+  .extend({ shutdownTimeoutMs: shutdownTimeoutMs() });
 
 /** `holdscope serve`: the pages, read API and /metrics over an existing database. */
 export async function serveCommand(flags: Record<string, unknown>): Promise<void> {
@@ -44,7 +55,12 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const readLimits = { maxReadWindowMs, maxReadSeconds, maxReadMemoryBytes, maxConcurrentReads, maxQueuedReads };
   const log = createLogger('serve');
   // serve only reads: one client for the pages, the API and the gauges, with the reads' own queue.
-  const client = await openReadClient({ url: storage.clickhouseUrl, user: storage.clickhouseUser, password: storage.clickhousePassword, dataPath: storage.data });
+  const client = await openReadClient({
+    url: storage.clickhouseUrl,
+    user: storage.clickhouseUser,
+    password: storage.clickhousePassword,
+    dataPath: storage.data,
+  });
   await migrate(client, { database: storage.database, cluster: storage.clickhouseCluster, retentionDays: storage.retentionDays }, log);
   const flagThresholds = loadFlagThresholds();
   const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds, readLimits });

@@ -8,19 +8,36 @@ export const simulateSchema = z.object({
   scenario: key(z.enum(SCENARIO_NAMES).default('steady'), { help: 'named scenario', placeholder: 'name' }),
   /** The same seed gives the same spans and truth, byte for byte. */
   seed: key(nonNegativeInt().default(1), { help: 'random seed: the same seed gives the same truth file', placeholder: 'n' }),
-  rate: key(positiveNumber('a request rate > 0 (requests/s)').optional(), { help: "arrival rate in requests/s (default: the scenario's)", placeholder: 'n' }),
+  rate: key(positiveNumber('a request rate > 0 (requests/s)').optional(), {
+    help: "arrival rate in requests/s (default: the scenario's)",
+    placeholder: 'n',
+  }),
   requests: key(nonNegativeInt().optional(), { help: "number of fresh requests (default: the scenario's)", placeholder: 'n' }),
-  duration: key(positiveNumber('a duration > 0 (seconds)').optional(), { help: "simulated seconds of arrivals (default: the scenario's)", placeholder: 'seconds' }),
-  endpoint: key(z.url({ error: 'expected an http(s) URL' }).default('http://127.0.0.1:4318'), { help: 'OTLP/HTTP endpoint base URL', placeholder: 'url' }),
+  duration: key(positiveNumber('a duration > 0 (seconds)').optional(), {
+    help: "simulated seconds of arrivals (default: the scenario's)",
+    placeholder: 'seconds',
+  }),
+  endpoint: key(z.url({ error: 'expected an http(s) URL' }).default('http://127.0.0.1:4318'), {
+    help: 'OTLP/HTTP endpoint base URL',
+    placeholder: 'url',
+  }),
   /** The collector's own variable: a sender and the collector it sends to are configured alike. */
-  token: key(z.string().min(1).optional(), { help: 'bearer token sent with every export', env: 'HOLDSCOPE_COLLECTOR_TOKEN', placeholder: 'token', secret: true }),
+  token: key(z.string().min(1).optional(), {
+    help: 'bearer token sent with every export',
+    env: 'HOLDSCOPE_COLLECTOR_TOKEN',
+    placeholder: 'token',
+    secret: true,
+  }),
   truth: key(z.string().min(1).optional(), { help: 'write the ground truth, one JSON line per request generation', placeholder: 'file' }),
   startTime: key(z.iso.datetime({ error: 'expected an ISO 8601 date-time such as 2026-01-31T12:00:00Z' }).optional(), {
     help: 'wall-clock time of simulated time zero (default: so arrivals end now)',
     placeholder: 'iso',
   }),
   /** fast: as fast as the endpoint accepts (tests, backfills); realtime: follow the wall clock (live dashboards). */
-  pace: key(z.enum(['fast', 'realtime']).default('fast'), { help: 'fast: as fast as the endpoint accepts; realtime: follow the wall clock', placeholder: 'mode' }),
+  pace: key(z.enum(['fast', 'realtime']).default('fast'), {
+    help: 'fast: as fast as the endpoint accepts; realtime: follow the wall clock',
+    placeholder: 'mode',
+  }),
   cluster: key(z.string().min(1).max(200).optional(), { help: 'pd.cluster of the simulated engines', placeholder: 'name' }),
 });
 export type SimulateOptions = z.output<typeof simulateSchema>;
@@ -38,8 +55,15 @@ export async function simulateCommand(raw: Record<string, unknown>, signal?: Abo
   if (options.duration !== undefined && options.requests === undefined) config.requests = Number.MAX_SAFE_INTEGER;
   // In fast mode the run's arrivals end about now, so "recent" dashboards and time windows show it.
   const arrivalWindowMs = Math.min(config.durationMs, (config.requests / config.rate) * 1000);
-  const startTimeMs = options.startTime ? Date.parse(options.startTime) : options.pace === 'realtime' ? Date.now() : Math.floor(Date.now() - arrivalWindowMs);
-  log.info({ scenario: scenario.name, seed: options.seed, endpoint: options.endpoint, pace: options.pace, description: scenario.description }, 'simulating');
+  const startTimeMs = options.startTime
+    ? Date.parse(options.startTime)
+    : options.pace === 'realtime'
+      ? Date.now()
+      : Math.floor(Date.now() - arrivalWindowMs);
+  log.info(
+    { scenario: scenario.name, seed: options.seed, endpoint: options.endpoint, pace: options.pace, description: scenario.description },
+    'simulating',
+  );
   const tty = process.stderr.isTTY;
   const summary = await runSimulation({
     config,
@@ -50,7 +74,10 @@ export async function simulateCommand(raw: Record<string, unknown>, signal?: Abo
     keepTruth: options.truth !== undefined || options.pace === 'fast',
     signal,
     onProgress: tty
-      ? (p) => process.stderr.write(`\r  simulated ${(p.simulatedMs / 1000).toFixed(1)} s · spans emitted ${p.spansEmitted} · exported ${p.spansExported} · failed ${p.spansFailed}   `)
+      ? (p) =>
+          process.stderr.write(
+            `\r  simulated ${(p.simulatedMs / 1000).toFixed(1)} s · spans emitted ${p.spansEmitted} · exported ${p.spansExported} · failed ${p.spansFailed}   `,
+          )
       : undefined,
   });
   if (tty) process.stderr.write('\n');

@@ -8,7 +8,16 @@ import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from 
 import { spanTimeKeys, type SpanQueue } from '../contract/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { loadFlagThresholds, openReadClient } from '../queries/index.ts';
-import { createPipelineMetrics, createWriter, InProcessQueue, openStorage, Pipeline, pipelineConfigSchema, storageConfigSchema, writerConfigSchema } from '../pipeline/index.ts';
+import {
+  createPipelineMetrics,
+  createWriter,
+  InProcessQueue,
+  openStorage,
+  Pipeline,
+  pipelineConfigSchema,
+  storageConfigSchema,
+  writerConfigSchema,
+} from '../pipeline/index.ts';
 import { simulateCommand } from './simulate.ts';
 
 export const startConfigSchema = z.object({
@@ -17,16 +26,30 @@ export const startConfigSchema = z.object({
    * 127.0.0.1: the all-in-one is what a newcomer runs on a laptop, and its ports take spans and show them without a
    * token unless one is set. Engines on other hosts need `--otlp-host 0.0.0.0` (and a token).
    */
-  otlpHost: key(z.string().min(1).default('127.0.0.1'), { help: 'listen address of the OTLP/HTTP port', env: 'HOLDSCOPE_OTLP_HOST', placeholder: 'address' }),
+  otlpHost: key(z.string().min(1).default('127.0.0.1'), {
+    help: 'listen address of the OTLP/HTTP port',
+    env: 'HOLDSCOPE_OTLP_HOST',
+    placeholder: 'address',
+  }),
   httpPort: httpServerConfigSchema.shape.httpPort,
   /** 127.0.0.1, as the OTLP port. */
-  httpHost: key(z.string().min(1).default('127.0.0.1'), { help: 'listen address of the HTTP port', env: 'HOLDSCOPE_HTTP_HOST', placeholder: 'address' }),
+  httpHost: key(z.string().min(1).default('127.0.0.1'), {
+    help: 'listen address of the HTTP port',
+    env: 'HOLDSCOPE_HTTP_HOST',
+    placeholder: 'address',
+  }),
   simulate: key(z.boolean().default(true), { help: 'do not run simulated engines; only receive' }),
   scenario: key(z.enum(SCENARIO_NAMES).default('mixed'), { help: 'scenario of the simulated engines', placeholder: 'name' }),
   /** Request ids are s<seed>-NNNNNN; a new seed each run, so that runs on one data directory never share ids. */
-  seed: key(z.coerce.number().int().min(0).optional(), { help: 'seed of the simulated engines (default: a new one each run)', placeholder: 'n' }),
+  seed: key(z.coerce.number().int().min(0).optional(), {
+    help: 'seed of the simulated engines (default: a new one each run)',
+    placeholder: 'n',
+  }),
   /** Everything `start` keeps on disk lives here: embedded ClickHouse under DIR/clickhouse. */
-  data: key(z.string().min(1).default('.data'), { help: 'data directory (embedded ClickHouse lives in DIR/clickhouse)', placeholder: 'dir' }),
+  data: key(z.string().min(1).default('.data'), {
+    help: 'data directory (embedded ClickHouse lives in DIR/clickhouse)',
+    placeholder: 'dir',
+  }),
   shutdownTimeoutMs: shutdownTimeoutMs(),
   ...spanTimeKeys,
 });
@@ -44,7 +67,10 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
   const options = loadConfig(startConfigSchema, flags);
   const time = { maxClockSkewMs: options.maxClockSkewMs, retentionDays: options.retentionDays };
   const collectorConfig = loadConfig(collectorConfigSchema, { port: options.otlpPort, host: options.otlpHost, ...time });
-  const { httpPort, httpHost, httpToken, ...readLimits } = loadConfig(httpServerConfigSchema, { httpPort: options.httpPort, httpHost: options.httpHost });
+  const { httpPort, httpHost, httpToken, ...readLimits } = loadConfig(httpServerConfigSchema, {
+    httpPort: options.httpPort,
+    httpHost: options.httpHost,
+  });
   const storage = loadConfig(storageConfigSchema, { data: join(options.data, 'clickhouse'), retentionDays: options.retentionDays });
   const log = createLogger('start');
   const client = await openStorage(storage, log);
@@ -57,7 +83,12 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
     log.info({ kafkaBrokers: collectorConfig.kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
   } else {
     const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}) }, metrics, log);
-    queue = new InProcessQueue(writer, { maxPendingSpans: collectorConfig.maxPendingSpans, timeoutMs: collectorConfig.produceTimeoutMs, metrics, log });
+    queue = new InProcessQueue(writer, {
+      maxPendingSpans: collectorConfig.maxPendingSpans,
+      timeoutMs: collectorConfig.produceTimeoutMs,
+      metrics,
+      log,
+    });
     log.info(
       'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
         'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
@@ -68,8 +99,19 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
   const flagThresholds = loadFlagThresholds();
   // Reads get a connection of their own: on embedded ClickHouse a query waits for the one before it on its connection,
   // so the pages and gauges would otherwise hold the collector's INSERTs back for as long as they run.
-  const readClient = await openReadClient({ url: storage.clickhouseUrl, user: storage.clickhouseUser, password: storage.clickhousePassword, dataPath: storage.data });
-  const lifecycleMetrics = createLifecycleMetrics({ client: readClient, database: storage.database, log, thresholds: flagThresholds, readLimits });
+  const readClient = await openReadClient({
+    url: storage.clickhouseUrl,
+    user: storage.clickhouseUser,
+    password: storage.clickhousePassword,
+    dataPath: storage.data,
+  });
+  const lifecycleMetrics = createLifecycleMetrics({
+    client: readClient,
+    database: storage.database,
+    log,
+    thresholds: flagThresholds,
+    readLimits,
+  });
   lifecycleMetrics.start();
   const metricsRegistry = Registry.merge([lifecycleMetrics.registry, metrics.registry, collector.metrics.registry]);
   const http = await startHttpServer({
@@ -106,7 +148,13 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
     if (options.simulate) {
       // The simulated engines send the collector's token (HOLDSCOPE_COLLECTOR_TOKEN) as real engines must.
       await simulateCommand(
-        { scenario: options.scenario, seed: options.seed ?? Date.now() % 1_000_000, endpoint: `http://${reachable(options.otlpHost)}:${otlpPort}`, pace: 'realtime', duration: 7 * 24 * 3600 },
+        {
+          scenario: options.scenario,
+          seed: options.seed ?? Date.now() % 1_000_000,
+          endpoint: `http://${reachable(options.otlpHost)}:${otlpPort}`,
+          pace: 'realtime',
+          duration: 7 * 24 * 3600,
+        },
         controller.signal,
       );
     } else {

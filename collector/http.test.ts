@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, createLogger, success, type RetryableResult } from '../common/index.ts';
-import { encodeOtlpJson, encodeOtlpProtobuf, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
+import {
+  encodeOtlpJson,
+  encodeOtlpProtobuf,
+  ResourceAttr,
+  type AttrMap,
+  type AttrValue,
+  type OtlpSpan,
+  type OtlpTraceRequest,
+} from '../contract/index.ts';
 import { Collector } from './collector.ts';
 import { collectorConfigSchema, loadCollectorConfig } from './config.ts';
 import type { DeadLetter, SpanMessage, SpanQueue } from '../contract/index.ts';
@@ -30,7 +38,13 @@ function attrs(entries: Record<string, AttrValue>): AttrMap {
   return map;
 }
 
-const RESOURCE = attrs({ [ResourceAttr.role]: 'decode', [ResourceAttr.engineId]: 'd', [ResourceAttr.engineVersion]: 'v1', [ResourceAttr.transferBackend]: 'nixl', [ResourceAttr.kvCapacitySlots]: 10 });
+const RESOURCE = attrs({
+  [ResourceAttr.role]: 'decode',
+  [ResourceAttr.engineId]: 'd',
+  [ResourceAttr.engineVersion]: 'v1',
+  [ResourceAttr.transferBackend]: 'nixl',
+  [ResourceAttr.kvCapacitySlots]: 10,
+});
 
 /** A minute ago, in whole milliseconds: within the collector's clock skew and retention (1 hour, 30 days). */
 const T0 = BigInt(Date.now() - 60_000) * 1_000_000n;
@@ -46,33 +60,56 @@ function hold(requestId: string, extra: Record<string, AttrValue> = {}, name = '
     kind: 1,
     startTimeUnixNano: T0,
     endTimeUnixNano: T0 + 1_000_000n,
-    attributes: attrs({ 'pd.request.id': requestId, 'pd.request.generation': 0, 'pd.hold.expected_ranks': [0], 'pd.hold.timeout_ms': 1000, 'pd.kv.slots': 1, 'pd.kv.pages': [1], ...extra }),
+    attributes: attrs({
+      'pd.request.id': requestId,
+      'pd.request.generation': 0,
+      'pd.hold.expected_ranks': [0],
+      'pd.hold.timeout_ms': 1000,
+      'pd.kv.slots': 1,
+      'pd.kv.pages': [1],
+      ...extra,
+    }),
     statusCode: 0,
     statusMessage: '',
   };
 }
 
-const request = (spans: OtlpSpan[]): OtlpTraceRequest => ({ resourceSpans: [{ resource: RESOURCE, scopeSpans: [{ scope: { name: 't', version: '1' }, spans }] }] });
+const request = (spans: OtlpSpan[]): OtlpTraceRequest => ({
+  resourceSpans: [{ resource: RESOURCE, scopeSpans: [{ scope: { name: 't', version: '1' }, spans }] }],
+});
 
 describe('collector HTTP limits', () => {
   const queue = new MemoryQueue();
   let collector: Collector;
   let url: string;
   before(async () => {
-    const config = collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', maxBodyBytes: 1024 * 1024, maxSpansPerRequest: 100, maxMessageBytes: 65_536 });
+    const config = collectorConfigSchema.parse({
+      port: 0,
+      host: '127.0.0.1',
+      maxBodyBytes: 1024 * 1024,
+      maxSpansPerRequest: 100,
+      maxMessageBytes: 65_536,
+    });
     collector = new Collector(config, { queue, log: createLogger('test', 'silent') });
     url = `http://127.0.0.1:${await collector.start()}`;
   });
   after(() => collector.shutdown());
 
   const post = async (body: Buffer | string, type: 'json' | 'protobuf') => {
-    const res = await fetch(`${url}/v1/traces`, { method: 'POST', body, headers: { 'content-type': type === 'json' ? 'application/json' : 'application/x-protobuf' } });
+    const res = await fetch(`${url}/v1/traces`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': type === 'json' ? 'application/json' : 'application/x-protobuf' },
+    });
     return { status: res.status, text: Buffer.from(await res.arrayBuffer()).toString('utf8') };
   };
 
   it('answers 413 to more spans than --max-spans-per-request, in both encodings, before building them', async () => {
     const spans = Array.from({ length: 101 }, (_, i) => hold(`r${i}`));
-    for (const [body, type] of [[Buffer.from(encodeOtlpProtobuf(request(spans))), 'protobuf'], [encodeOtlpJson(request(spans)), 'json']] as const) {
+    for (const [body, type] of [
+      [Buffer.from(encodeOtlpProtobuf(request(spans))), 'protobuf'],
+      [encodeOtlpJson(request(spans)), 'json'],
+    ] as const) {
       const res = await post(body, type);
       assert.equal(res.status, 413);
       assert.match(res.text, /more than 100 spans in one request; the limit is 100/);
@@ -94,7 +131,10 @@ describe('collector HTTP limits', () => {
 
   it('keeps error reasons short however long the input they quote', async () => {
     const key = 'k'.repeat(200_000);
-    const res = await post(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"pd.hold","attributes":[{"key":"${key}","value":"plain"}]}]}]}]}`, 'json');
+    const res = await post(
+      `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"pd.hold","attributes":[{"key":"${key}","value":"plain"}]}]}]}]}`,
+      'json',
+    );
     assert.equal(res.status, 400);
     assert.ok(res.text.length < 2200, `${res.text.length} characters`);
     assert.match(res.text, /attributes\[\\"k+… \(200000 characters\)\\"\]: expected an object/);
@@ -108,9 +148,15 @@ describe('collector HTTP limits', () => {
     const blob = hold('r-blob', { blob: new Uint8Array(10_000) });
     const res = await post(Buffer.from(encodeOtlpProtobuf(request([...big, tooLarge, blob]))), 'protobuf');
     assert.equal(res.status, 200);
-    assert.match(res.text, /2 PD span\(s\) rejected: pd\.hold: the span takes \d+ bytes in a Kafka message.*; pd\.hold: blob: 10000 bytes, more than the limit of 4096/);
+    assert.match(
+      res.text,
+      /2 PD span\(s\) rejected: pd\.hold: the span takes \d+ bytes in a Kafka message.*; pd\.hold: blob: 10000 bytes, more than the limit of 4096/,
+    );
     assert.ok(queue.messages.length >= 2);
-    assert.equal(queue.messages.reduce((n, m) => n + m.spans, 0), 40);
+    assert.equal(
+      queue.messages.reduce((n, m) => n + m.spans, 0),
+      40,
+    );
     for (const m of [...queue.messages, ...queue.deadLetters]) assert.ok(m.value.length < 65_536, `${m.value.length} bytes`);
     assert.equal(queue.deadLetters.length, 2);
   });
@@ -127,15 +173,33 @@ describe('collector HTTP limits', () => {
       hold('r-rank', { 'pd.hold.expected_ranks': [0, 2 ** 32] }),
       hold('r-fine'),
     ];
-    for (const [body, type] of [[Buffer.from(encodeOtlpProtobuf(request(spans))), 'protobuf'], [encodeOtlpJson(request(spans)), 'json']] as const) {
+    for (const [body, type] of [
+      [Buffer.from(encodeOtlpProtobuf(request(spans))), 'protobuf'],
+      [encodeOtlpJson(request(spans)), 'json'],
+    ] as const) {
       const res = await post(body, type);
       assert.equal(res.status, 200);
-      assert.match(res.text, /4 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z, the last time holdscope can store; pd\.hold: span\.start_time: .* is more than the allowed clock skew of 3600000 ms ahead of the receiver's clock .*; pd\.hold: span\.start_time: .* the oldest time kept \(the retention\) \(and 1 more\)/);
+      assert.match(
+        res.text,
+        /4 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z, the last time holdscope can store; pd\.hold: span\.start_time: .* is more than the allowed clock skew of 3600000 ms ahead of the receiver's clock .*; pd\.hold: span\.start_time: .* the oldest time kept \(the retention\) \(and 1 more\)/,
+      );
     }
-    assert.equal(queue.messages.reduce((n, m) => n + m.spans, 0), 2);
+    assert.equal(
+      queue.messages.reduce((n, m) => n + m.spans, 0),
+      2,
+    );
     assert.deepEqual(
       queue.deadLetters.map((d) => (JSON.parse(d.value.toString()) as { field: string }).field),
-      ['span.start_time', 'span.start_time', 'span.start_time', 'pd.hold.expected_ranks', 'span.start_time', 'span.start_time', 'span.start_time', 'pd.hold.expected_ranks'],
+      [
+        'span.start_time',
+        'span.start_time',
+        'span.start_time',
+        'pd.hold.expected_ranks',
+        'span.start_time',
+        'span.start_time',
+        'span.start_time',
+        'pd.hold.expected_ranks',
+      ],
     );
   });
 
@@ -159,11 +223,14 @@ describe('collector configuration', () => {
   });
 
   it('names the flag, the expectation and the value given', () => {
-    assert.throws(() => loadCollectorConfig({ maxMessageBytes: '100' }, {}), (err: unknown) => {
-      assert.ok(err instanceof ConfigError);
-      assert.match(err.message, /--max-message-bytes: expected an integer >= 16384 \(bytes\), got "100"/);
-      return true;
-    });
+    assert.throws(
+      () => loadCollectorConfig({ maxMessageBytes: '100' }, {}),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /--max-message-bytes: expected an integer >= 16384 \(bytes\), got "100"/);
+        return true;
+      },
+    );
     assert.throws(() => loadCollectorConfig({ maxAttributes: '0' }, {}), /--max-attributes: expected an integer >= 1, got "0"/);
   });
 });

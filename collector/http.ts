@@ -51,9 +51,15 @@ function takeBody(req: Request): Buffer {
  * why not (400 malformed, 413 too large). Synchronous, and nothing of the decoded request outlives it: while
  * a request waits for Kafka it holds only its messages.
  */
-function decodeAndTriage(body: Buffer, encoding: Encoding, decodeLimits: DecodeLimits, triageLimits: TriageLimits): Triage | { status: 400 | 413; message: string } {
+function decodeAndTriage(
+  body: Buffer,
+  encoding: Encoding,
+  decodeLimits: DecodeLimits,
+  triageLimits: TriageLimits,
+): Triage | { status: 400 | 413; message: string } {
   try {
-    const decoded: BoundedDecode = encoding === 'json' ? decodeOtlpJsonBounded(body, decodeLimits) : decodeOtlpProtobufBounded(body, decodeLimits);
+    const decoded: BoundedDecode =
+      encoding === 'json' ? decodeOtlpJsonBounded(body, decodeLimits) : decodeOtlpProtobufBounded(body, decodeLimits);
     return triage(decoded.request, triageLimits, new Date(), decoded.cut, decoded.spanBytes);
   } catch (error) {
     if (error instanceof LimitError) return { status: 413, message: error.message };
@@ -83,7 +89,14 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     writeError: (req, res, status, message) => {
       count(status);
       const encoding = encodingOf(req) ?? 'json';
-      const code = status === 401 ? RpcCode.unauthenticated : status === 404 ? RpcCode.unimplemented : status >= 500 ? RpcCode.internal : RpcCode.invalidArgument;
+      const code =
+        status === 401
+          ? RpcCode.unauthenticated
+          : status === 404
+            ? RpcCode.unimplemented
+            : status >= 500
+              ? RpcCode.internal
+              : RpcCode.invalidArgument;
       reply(res, encoding, status, statusResponse(encoding, code, clipText(message, MAX_MESSAGE)));
     },
   });
@@ -110,7 +123,12 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     '/v1/traces',
     (req: Request, res: Response, next: NextFunction) => {
       if (encodingOf(req)) return next();
-      next(new PayloadError(415, `unsupported Content-Type ${JSON.stringify(clipText(req.headers['content-type'] ?? '', 100))}: send application/x-protobuf or application/json`));
+      next(
+        new PayloadError(
+          415,
+          `unsupported Content-Type ${JSON.stringify(clipText(req.headers['content-type'] ?? '', 100))}: send application/x-protobuf or application/json`,
+        ),
+      );
     },
     // body-parser applies the limit after decompression, so a gzip bomb stops at maxBodyBytes.
     express.raw({ type: () => true, limit: config.maxBodyBytes, inflate: true }),
@@ -130,7 +148,14 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
         // The status from the one error model; the message is ours (what waits for Kafka), safe to show the sender.
         const { status } = httpStatusOf(published.error);
         count(status);
-        fail(res, encoding, status, status === 429 ? RpcCode.resourceExhausted : RpcCode.unavailable, published.error.message, published.afterMs);
+        fail(
+          res,
+          encoding,
+          status,
+          status === 429 ? RpcCode.resourceExhausted : RpcCode.unavailable,
+          published.error.message,
+          published.afterMs,
+        );
         return;
       }
       count(200);
@@ -143,9 +168,12 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
   // Errors from body parsing (size, encoding, aborted uploads) carry an HTTP status of their own; the foundation's
   // handler answers them, with these messages where the parser's own would not tell the sender what to change.
   app.use((error: Error & { status?: number; type?: string }, req: Request, _res: Response, next: NextFunction) => {
-    if (error.type === 'entity.too.large') return next(new PayloadError(413, `body larger than ${config.maxBodyBytes} bytes (after decompression)`));
+    if (error.type === 'entity.too.large')
+      return next(new PayloadError(413, `body larger than ${config.maxBodyBytes} bytes (after decompression)`));
     if (error.type === 'encoding.unsupported') {
-      return next(new PayloadError(415, `unsupported Content-Encoding ${JSON.stringify(req.headers['content-encoding'] ?? '')}: send gzip or none`));
+      return next(
+        new PayloadError(415, `unsupported Content-Encoding ${JSON.stringify(req.headers['content-encoding'] ?? '')}: send gzip or none`),
+      );
     }
     next(error);
   });

@@ -1,9 +1,35 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Attr, decodeOtlpJson, decodeOtlpProtobuf, forEachSpan, ResourceAttr, type AttrMap, type AttrValue, type OtlpSpan, type OtlpTraceRequest } from '../contract/index.ts';
-import { assembleOtlpProtobuf, decodeOtlpProtobufBounded, encodeOtlpProtobuf, encodeOtlpResource, encodeOtlpScope, encodeOtlpSpan, LimitError } from '../contract/otlp-proto.ts';
+import {
+  Attr,
+  decodeOtlpJson,
+  decodeOtlpProtobuf,
+  forEachSpan,
+  ResourceAttr,
+  type AttrMap,
+  type AttrValue,
+  type OtlpSpan,
+  type OtlpTraceRequest,
+} from '../contract/index.ts';
+import {
+  assembleOtlpProtobuf,
+  decodeOtlpProtobufBounded,
+  encodeOtlpProtobuf,
+  encodeOtlpResource,
+  encodeOtlpScope,
+  encodeOtlpSpan,
+  LimitError,
+} from '../contract/otlp-proto.ts';
 import { MESSAGE_HEADERS } from '../contract/index.ts';
-import { attributeProblem, BATCH_OVERHEAD_BYTES, recordBytes, rejectionSummary, triage, valueProblem, type TriageLimits } from './messages.ts';
+import {
+  attributeProblem,
+  BATCH_OVERHEAD_BYTES,
+  recordBytes,
+  rejectionSummary,
+  triage,
+  valueProblem,
+  type TriageLimits,
+} from './messages.ts';
 
 function attrs(entries: Record<string, AttrValue>): AttrMap {
   const map: AttrMap = Object.create(null);
@@ -66,21 +92,52 @@ describe('attribute limits', () => {
     assert.equal(valueProblem('x'.repeat(10), 10), undefined);
     assert.equal(valueProblem('x'.repeat(11), 10), 'a string of 11 characters, more than the limit of 10');
     assert.equal(valueProblem(new Uint8Array(11), 10), '11 bytes, more than the limit of 10');
-    assert.equal(valueProblem(Array.from({ length: 10 }, () => 1), 10), undefined);
-    assert.equal(valueProblem(Array.from({ length: 11 }, () => 1), 10), 'an array of 11 items, more than the limit of 10 values');
-    assert.equal(valueProblem(attrs(Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`k${i}`, i]))), 10), 'a key-value list of 11 entries, more than the limit of 10 values');
-    assert.equal(valueProblem([[1, 2, 3], [4, 5, 6], [7, 8]], 10), 'an array holding more than the limit of 10 values (nested ones counted)');
+    assert.equal(
+      valueProblem(
+        Array.from({ length: 10 }, () => 1),
+        10,
+      ),
+      undefined,
+    );
+    assert.equal(
+      valueProblem(
+        Array.from({ length: 11 }, () => 1),
+        10,
+      ),
+      'an array of 11 items, more than the limit of 10 values',
+    );
+    assert.equal(
+      valueProblem(attrs(Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`k${i}`, i]))), 10),
+      'a key-value list of 11 entries, more than the limit of 10 values',
+    );
+    assert.equal(
+      valueProblem(
+        [
+          [1, 2, 3],
+          [4, 5, 6],
+          [7, 8],
+        ],
+        10,
+      ),
+      'an array holding more than the limit of 10 values (nested ones counted)',
+    );
     assert.equal(valueProblem([[1, 2], [3]], 10), undefined);
     assert.equal(valueProblem([attrs({ s: 'x'.repeat(11) })], 10), 'an array holding a string of 11 characters, more than the limit of 10');
     assert.equal(valueProblem([new Uint8Array(11)], 10), 'an array holding 11 bytes, more than the limit of 10');
-    assert.equal(valueProblem(attrs({ ['k'.repeat(11)]: 1 }), 10), 'a key-value list holding a key of 11 characters, more than the limit of 10');
+    assert.equal(
+      valueProblem(attrs({ ['k'.repeat(11)]: 1 }), 10),
+      'a key-value list holding a key of 11 characters, more than the limit of 10',
+    );
     assert.equal(valueProblem([attrs({ ['k'.repeat(11)]: 1 })], 10), 'an array holding a key of 11 characters, more than the limit of 10');
     for (const v of [null, true, 1.5, 2n ** 60n]) assert.equal(valueProblem(v, 0), undefined);
   });
 
   it('counts attributes and names the offending key, clipped', () => {
     const many = attrs(Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`a${i}`, i])));
-    assert.deepEqual(attributeProblem(many, new Map(), 10, 4), { field: 'attribute_count', reason: '5 attributes, more than the limit of 4' });
+    assert.deepEqual(attributeProblem(many, new Map(), 10, 4), {
+      field: 'attribute_count',
+      reason: '5 attributes, more than the limit of 4',
+    });
     assert.equal(attributeProblem(many, new Map(), 10, 5), undefined);
     const longKey = 'k'.repeat(1000);
     assert.deepEqual(attributeProblem(attrs({ [longKey]: 1 }), new Map(), 10, 5), {
@@ -103,9 +160,19 @@ describe('triage', () => {
     assert.equal(out.rejections.length, 0);
     const big = out.messages.filter((m) => m.key === 'default/req-big');
     assert.ok(big.length >= 3, `${big.length} messages`);
-    for (const m of out.messages) assert.ok(recordBytes(m.key, m.value.length, MESSAGE_HEADERS) <= LIMITS.maxMessageBytes! - BATCH_OVERHEAD_BYTES, `${m.value.length} bytes`);
-    assert.deepEqual(spanIdsOf(big.map((m) => m.value)), spans.map((s) => s.spanId));
-    assert.deepEqual(big.map((m) => m.spans).reduce((a, b) => a + b), 60);
+    for (const m of out.messages)
+      assert.ok(
+        recordBytes(m.key, m.value.length, MESSAGE_HEADERS) <= LIMITS.maxMessageBytes! - BATCH_OVERHEAD_BYTES,
+        `${m.value.length} bytes`,
+      );
+    assert.deepEqual(
+      spanIdsOf(big.map((m) => m.value)),
+      spans.map((s) => s.spanId),
+    );
+    assert.deepEqual(
+      big.map((m) => m.spans).reduce((a, b) => a + b),
+      60,
+    );
     assert.deepEqual(spanIdsOf(out.messages.filter((m) => m.key === 'default/req-small').map((m) => m.value)), [other.spanId]);
     // Each message is a whole request with the spans' resource and scope.
     const decoded = decodeOtlpProtobuf(big[1]!.value);
@@ -125,7 +192,12 @@ describe('triage', () => {
     // pd.hold with an event (Span field 11: an Event named "abc"), which the model has no place for.
     const withEvent = Buffer.concat([encodeOtlpSpan(kept), Buffer.from([0x5a, 5, 0x12, 3, 0x61, 0x62, 0x63])]);
     const scope = { name: 'test', version: '1' };
-    const body = assembleOtlpProtobuf([{ resource: encodeOtlpResource(RESOURCE), scopeSpans: [{ scope: encodeOtlpScope(scope), spans: [withEvent, encodeOtlpSpan(other), encodeOtlpSpan(rejected)] }] }]);
+    const body = assembleOtlpProtobuf([
+      {
+        resource: encodeOtlpResource(RESOURCE),
+        scopeSpans: [{ scope: encodeOtlpScope(scope), spans: [withEvent, encodeOtlpSpan(other), encodeOtlpSpan(rejected)] }],
+      },
+    ]);
     const decoded = decodeOtlpProtobufBounded(body, { maxSpans: 10, maxAttributes: 128, maxValueItems: 4096, maxDecodedBytes: 1 << 26 });
     const out = triage(decoded.request, LIMITS, new Date(), decoded.cut, decoded.spanBytes);
     assert.equal(out.accepted, 2);
@@ -148,7 +220,10 @@ describe('triage', () => {
     assert.equal(out.accepted, 1);
     assert.equal(out.rejections.length, 1);
     assert.equal(out.rejections[0]!.field, 'message_size');
-    assert.match(out.rejections[0]!.reason, /^the span takes \d+ bytes in a Kafka message with its resource and scope, more than the limit of 99872$/);
+    assert.match(
+      out.rejections[0]!.reason,
+      /^the span takes \d+ bytes in a Kafka message with its resource and scope, more than the limit of 99872$/,
+    );
     assert.equal(out.deadLetters.length, 1);
     assert.equal(out.deadLetters[0]!.key, 'default/req-huge');
     assert.ok(out.deadLetters[0]!.value.length < 50_000, `${out.deadLetters[0]!.value.length} bytes`);
@@ -157,9 +232,21 @@ describe('triage', () => {
   it('rejects bytes values, key-value lists and attribute counts past the limits, of the span or its resource', () => {
     const cases: [OtlpTraceRequest, string, RegExp][] = [
       [request([hold('r', { blob: new Uint8Array(5000) })]), 'attribute_length', /^blob: 5000 bytes, more than the limit of 4096$/],
-      [request([hold('r', { map: attrs(Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, i]))) })]), 'attribute_length', /^map: a key-value list of 5000 entries/],
-      [request([hold('r', Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`a${i}`, i])))]), 'attribute_count', /^136 attributes, more than the limit of 128$/],
-      [request([hold('r')], attrs({ ...RESOURCE, big: 'x'.repeat(5000) })), 'attribute_length', /^resource: big: a string of 5000 characters/],
+      [
+        request([hold('r', { map: attrs(Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, i]))) })]),
+        'attribute_length',
+        /^map: a key-value list of 5000 entries/,
+      ],
+      [
+        request([hold('r', Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`a${i}`, i])))]),
+        'attribute_count',
+        /^136 attributes, more than the limit of 128$/,
+      ],
+      [
+        request([hold('r')], attrs({ ...RESOURCE, big: 'x'.repeat(5000) })),
+        'attribute_length',
+        /^resource: big: a string of 5000 characters/,
+      ],
     ];
     for (const [r, field, reason] of cases) {
       const out = triage(r, LIMITS);
@@ -170,13 +257,20 @@ describe('triage', () => {
     }
   });
 
-  it('rejects with the decoder\'s reason a span whose attributes the decoder cut, before the contract check', () => {
+  it("rejects with the decoder's reason a span whose attributes the decoder cut, before the contract check", () => {
     // pd.request.id comes after 200 other attributes: the decoder keeps 128, so the contract would miss it.
     const span = hold('r');
     span.attributes = attrs({ ...Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`a${i}`, i])), ...span.attributes });
-    const { request: decoded, cut } = decodeOtlpProtobufBounded(encodeOtlpProtobuf(request([span])), { maxSpans: 10, maxAttributes: 128, maxValueItems: 4096, maxDecodedBytes: 1 << 26 });
+    const { request: decoded, cut } = decodeOtlpProtobufBounded(encodeOtlpProtobuf(request([span])), {
+      maxSpans: 10,
+      maxAttributes: 128,
+      maxValueItems: 4096,
+      maxDecodedBytes: 1 << 26,
+    });
     const out = triage(decoded, LIMITS, new Date(), cut);
-    assert.deepEqual(out.rejections, [{ spanName: 'pd.hold', field: 'attribute_count', reason: '206 attributes, more than the limit of 128' }]);
+    assert.deepEqual(out.rejections, [
+      { spanName: 'pd.hold', field: 'attribute_count', reason: '206 attributes, more than the limit of 128' },
+    ]);
     assert.ok(letter(out.deadLetters[0]!.value).truncated?.some((t) => t.startsWith('attributes: cut while decoding (206 attributes')));
   });
 
@@ -191,7 +285,10 @@ describe('triage', () => {
     assert.equal(first!.span_name, `${name.slice(0, 256)}… (${name.length} characters)`);
     assert.ok(first!.truncated?.includes('name: 3145731 characters, the first 256 kept'), JSON.stringify(first!.truncated));
     assert.match(second!.reason, /^x\.pages: an array of 900000 items, more than the limit of 4096 values$/);
-    assert.ok(second!.truncated?.includes('attributes["x.pages"]: an array of 900000 items, the first 32 kept'), JSON.stringify(second!.truncated));
+    assert.ok(
+      second!.truncated?.includes('attributes["x.pages"]: an array of 900000 items, the first 32 kept'),
+      JSON.stringify(second!.truncated),
+    );
     assert.ok(second!.truncated?.includes('attributes["x.blob"]: 100000 bytes, the first 256 kept'), JSON.stringify(second!.truncated));
     for (const d of out.deadLetters) assert.ok(d.value.length < 20_000, `${d.value.length} bytes`);
     // `otlp` is OTLP/JSON the codec reads back: the shortened span with its resource.
@@ -205,13 +302,13 @@ describe('triage', () => {
     assert.match(summary, /^2 PD span\(s\) rejected: pd\.n+… \(3145731 characters\): unknown PD span name/);
   });
 
-  it('leaves the span out of dead letters once a request\'s letters are large', () => {
+  it("leaves the span out of dead letters once a request's letters are large", () => {
     const bad = Array.from({ length: 30 }, () => hold('r', { [Attr.requestId]: '', big: 'x'.repeat(200) }));
     const out = triage(request(bad), { ...LIMITS, maxDeadLetterBytes: 5000 });
     const letters = out.deadLetters.map((d) => letter(d.value));
     assert.ok(letters[0]!.otlp !== null);
     assert.equal(letters.at(-1)!.otlp, null);
-    assert.deepEqual(letters.at(-1)!.truncated, ['otlp: left out, this request\'s dead letters passed 5000 bytes']);
+    assert.deepEqual(letters.at(-1)!.truncated, ["otlp: left out, this request's dead letters passed 5000 bytes"]);
     assert.match(letters.at(-1)!.reason, /pd\.request\.id/);
   });
 
@@ -219,18 +316,25 @@ describe('triage', () => {
     // Every lifecycle's message repeats the resource: 200 ids under a 20 kB resource make 4 MB from a small body.
     const resource = attrs({ ...RESOURCE, ...Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`r${i}`, 'v'.repeat(2000)])) });
     const spans = Array.from({ length: 200 }, (_, i) => hold(`id-${i}`));
-    assert.throws(() => triage(request(spans, resource), { ...LIMITS, maxRequestKafkaBytes: 1024 * 1024 }), (err: unknown) => {
-      assert.ok(err instanceof LimitError);
-      assert.match(err.message, /more than the limit of 1048576; send smaller batches$/);
-      return true;
-    });
+    assert.throws(
+      () => triage(request(spans, resource), { ...LIMITS, maxRequestKafkaBytes: 1024 * 1024 }),
+      (err: unknown) => {
+        assert.ok(err instanceof LimitError);
+        assert.match(err.message, /more than the limit of 1048576; send smaller batches$/);
+        return true;
+      },
+    );
     assert.equal(triage(request(spans, resource), LIMITS).messages.length, 200);
   });
 });
 
 describe('triage: what can be stored and the time rules', () => {
   /** A hold of `requestId` as an instant at `ns`. */
-  const holdAt = (requestId: string, ns: bigint, extra: Record<string, AttrValue> = {}): OtlpSpan => ({ ...hold(requestId, extra), startTimeUnixNano: ns, endTimeUnixNano: ns });
+  const holdAt = (requestId: string, ns: bigint, extra: Record<string, AttrValue> = {}): OtlpSpan => ({
+    ...hold(requestId, extra),
+    startTimeUnixNano: ns,
+    endTimeUnixNano: ns,
+  });
   const receivedAt = new Date(Date.UTC(2026, 11, 5, 12));
   const nowNs = BigInt(receivedAt.getTime()) * 1_000_000n;
   const HOUR_NS = 3_600_000_000_000n;
@@ -251,8 +355,14 @@ describe('triage: what can be stored and the time rules', () => {
       ['span.start_time', Attr.generation, Attr.kvPages],
     );
     const summary = rejectionSummary(out.rejections);
-    assert.match(summary, /^3 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z/);
-    assert.match(summary, /pd\.request\.generation: expected an integer from 0 to 4294967295 \(stored as UInt32\), got number 1099511627776/);
+    assert.match(
+      summary,
+      /^3 PD span\(s\) rejected: pd\.hold: span\.start_time: 2300-01-01T00:00:00\.000000000Z is later than 2106-02-07T06:28:15\.999999999Z/,
+    );
+    assert.match(
+      summary,
+      /pd\.request\.generation: expected an integer from 0 to 4294967295 \(stored as UInt32\), got number 1099511627776/,
+    );
     assert.match(summary, /pd\.kv\.pages: expected items from 0 to 4294967295 \(stored as UInt32\), got number 8589934592/);
     assert.deepEqual(
       out.deadLetters.map((d) => letter(d.value).field),
@@ -272,7 +382,10 @@ describe('triage: what can be stored and the time rules', () => {
     const out = triage(request(spans), { ...LIMITS, maxClockSkewMs: 3_600_000, retentionDays: 30 }, receivedAt);
     assert.equal(out.accepted, 3);
     assert.deepEqual(
-      out.rejections.map((r) => [r.field, /clock skew of 3600000 ms/.test(r.reason) ? 'skew' : /retention/.test(r.reason) ? 'retention' : r.reason]),
+      out.rejections.map((r) => [
+        r.field,
+        /clock skew of 3600000 ms/.test(r.reason) ? 'skew' : /retention/.test(r.reason) ? 'retention' : r.reason,
+      ]),
       [
         ['span.start_time', 'skew'],
         ['span.start_time', 'retention'],

@@ -129,9 +129,17 @@ export function triage(
         const decodeCut = cut.get(rs.resource) ?? cut.get(span.attributes);
         if (decodeCut) {
           const where = cut.has(rs.resource) ? 'resource: ' : '';
-          rejection = { spanName: clipText(span.name, MAX_SPAN_NAME), field: decodeCut.field, reason: clipText(where + decodeCut.reason, MAX_REASON) };
+          rejection = {
+            spanName: clipText(span.name, MAX_SPAN_NAME),
+            field: decodeCut.field,
+            reason: clipText(where + decodeCut.reason, MAX_REASON),
+          };
         } else if (result.status === 'invalid') {
-          rejection = { spanName: clipText(result.spanName, MAX_SPAN_NAME), field: result.field, reason: clipText(result.reason, MAX_REASON) };
+          rejection = {
+            spanName: clipText(result.spanName, MAX_SPAN_NAME),
+            field: result.field,
+            reason: clipText(result.reason, MAX_REASON),
+          };
         } else {
           if (!resource) {
             const problem = attributeProblem(rs.resource, cut, limits.maxAttributeLength, maxAttributes);
@@ -139,7 +147,12 @@ export function triage(
             resources.set(rs.resource, resource);
           }
           const problem = resource.problem ?? attributeProblem(span.attributes, cut, limits.maxAttributeLength, maxAttributes);
-          if (problem) rejection = { spanName: clipText(span.name, MAX_SPAN_NAME), field: problem.field, reason: clipText(problem.reason, MAX_REASON) };
+          if (problem)
+            rejection = {
+              spanName: clipText(span.name, MAX_SPAN_NAME),
+              field: problem.field,
+              reason: clipText(problem.reason, MAX_REASON),
+            };
         }
         let bytes: Uint8Array | undefined;
         let key = '';
@@ -151,7 +164,11 @@ export function triage(
             if (!scope) scopes.set(ss.scope, (scope = encodeOtlpScope(ss.scope)));
             // A protobuf span goes on as it came: encoding it again took a third of decode and triage (docs/collector.md).
             bytes = spanBytes.get(span) ?? encodeOtlpSpan(span);
-            const alone = recordBytes(key, field(field(resource.bytes.length) + field(field(scope.length) + field(bytes.length))), MESSAGE_HEADERS);
+            const alone = recordBytes(
+              key,
+              field(field(resource.bytes.length) + field(field(scope.length) + field(bytes.length))),
+              MESSAGE_HEADERS,
+            );
             if (alone > recordBudget) {
               rejection = {
                 spanName: clipText(span.name, MAX_SPAN_NAME),
@@ -160,7 +177,11 @@ export function triage(
               };
             }
           } catch (error) {
-            rejection = { spanName: clipText(span.name, MAX_SPAN_NAME), field: 'encoding', reason: clipText(`cannot encode the span: ${(error as Error).message}`, MAX_REASON) };
+            rejection = {
+              spanName: clipText(span.name, MAX_SPAN_NAME),
+              field: 'encoding',
+              reason: clipText(`cannot encode the span: ${(error as Error).message}`, MAX_REASON),
+            };
           }
         }
         if (rejection || !bytes) {
@@ -196,7 +217,8 @@ export function triage(
         const scopeBytes = scopes.get(scope) as Uint8Array;
         let ss: EncodedResourceSpans['scopeSpans'][number] | undefined;
         for (const span of list) {
-          const cost = () => field(span.length) + (ss ? 0 : field(field(scopeBytes.length))) + (rs ? 0 : field(field(resourceBytes.length)));
+          const cost = () =>
+            field(span.length) + (ss ? 0 : field(field(scopeBytes.length))) + (rs ? 0 : field(field(resourceBytes.length)));
           if (!plan || (plan.spans > 0 && plan.size + cost() > valueBudget)) {
             plans.push((plan = { key, message: [], spans: 0, size: 0 }));
             total += overhead;
@@ -235,13 +257,22 @@ function tooMuchKafka(bytes: number, max: number): LimitError {
  * Why an attribute map breaks the limits, or undefined: cut while decoding, more than `maxAttributes`
  * attributes, or one value too long (see {@link valueProblem}).
  */
-export function attributeProblem(attrs: AttrMap, cut: ReadonlyMap<AttrMap, Cut>, maxLength: number, maxAttributes: number): Cut | undefined {
+export function attributeProblem(
+  attrs: AttrMap,
+  cut: ReadonlyMap<AttrMap, Cut>,
+  maxLength: number,
+  maxAttributes: number,
+): Cut | undefined {
   const decoded = cut.get(attrs);
   if (decoded) return decoded;
   let count = 0;
   for (const key in attrs) {
     count++;
-    if (key.length > maxLength) return { field: 'attribute_length', reason: `${clipText(key)}: a key of ${key.length} characters, more than the limit of ${maxLength}` };
+    if (key.length > maxLength)
+      return {
+        field: 'attribute_length',
+        reason: `${clipText(key)}: a key of ${key.length} characters, more than the limit of ${maxLength}`,
+      };
     const problem = valueProblem(attrs[key] as AttrValue, maxLength);
     if (problem) return { field: 'attribute_length', reason: `${clipText(key)}: ${problem}` };
   }
@@ -255,7 +286,8 @@ export function attributeProblem(attrs: AttrMap, cut: ReadonlyMap<AttrMap, Cut>,
  * string, bytes or key in it longer than `max`).
  */
 export function valueProblem(value: AttrValue, max: number): string | undefined {
-  if (typeof value === 'string') return value.length > max ? `a string of ${value.length} characters, more than the limit of ${max}` : undefined;
+  if (typeof value === 'string')
+    return value.length > max ? `a string of ${value.length} characters, more than the limit of ${max}` : undefined;
   if (value instanceof Uint8Array) return value.length > max ? `${value.length} bytes, more than the limit of ${max}` : undefined;
   if (value === null || typeof value !== 'object') return undefined;
   const kind = Array.isArray(value) ? 'an array' : 'a key-value list';
@@ -266,7 +298,8 @@ export function valueProblem(value: AttrValue, max: number): string | undefined 
   let left = max;
   const visit = (v: AttrValue): string | undefined => {
     if (--left < 0) return `${kind} holding more than the limit of ${max} values (nested ones counted)`;
-    if (typeof v === 'string') return v.length > max ? `${kind} holding a string of ${v.length} characters, more than the limit of ${max}` : undefined;
+    if (typeof v === 'string')
+      return v.length > max ? `${kind} holding a string of ${v.length} characters, more than the limit of ${max}` : undefined;
     if (v instanceof Uint8Array) return v.length > max ? `${kind} holding ${v.length} bytes, more than the limit of ${max}` : undefined;
     if (v === null || typeof v !== 'object') return undefined;
     if (!Array.isArray(v)) {
@@ -279,7 +312,8 @@ export function valueProblem(value: AttrValue, max: number): string | undefined 
     return undefined;
   };
   if (!Array.isArray(value)) {
-    for (const key in value) if (key.length > max) return `${kind} holding a key of ${key.length} characters, more than the limit of ${max}`;
+    for (const key in value)
+      if (key.length > max) return `${kind} holding a key of ${key.length} characters, more than the limit of ${max}`;
   }
   for (const item of items) {
     const problem = visit(item);
@@ -393,7 +427,8 @@ class DeadLetters {
     const requestId = span.attributes['pd.request.id'];
     const cluster = clusterOf(resource);
     // The validator bounds ids of accepted spans; a rejected one's may be anything, so only a sane one makes the key.
-    const key = typeof requestId === 'string' && requestId.length <= 1024 && cluster.length <= 1024 ? partitionKey(cluster, requestId) : null;
+    const key =
+      typeof requestId === 'string' && requestId.length <= 1024 && cluster.length <= 1024 ? partitionKey(cluster, requestId) : null;
     const s = new Shortener();
     const head = () => ({
       reason: rejection.reason,
@@ -422,7 +457,9 @@ class DeadLetters {
         otlp = JSON.stringify({ error: clipText(`cannot encode the span: ${(error as Error).message}`, MAX_REASON) });
       }
       // The head's JSON with `otlp` spliced in last, so the span's JSON is written once, not parsed back.
-      value = Buffer.from(`${JSON.stringify({ ...head(), ...(notes.length > 0 ? { truncated: notes } : {}) }).slice(0, -1)},"otlp":${otlp}}`);
+      value = Buffer.from(
+        `${JSON.stringify({ ...head(), ...(notes.length > 0 ? { truncated: notes } : {}) }).slice(0, -1)},"otlp":${otlp}}`,
+      );
       // Only with a very small message limit is that too much: then the letter goes without the span.
       if (recordBytes(key, value.length, DEAD_LETTER_HEADERS) > budget) value = undefined;
     }
@@ -439,7 +476,9 @@ class DeadLetters {
 /** The partial-success message for rejected spans: the count and the first few reasons. */
 export function rejectionSummary(rejections: Rejection[], shown = 3): string {
   // Triage clips names and reasons already; the margin keeps a clipped one from being clipped (and annotated) twice.
-  const first = rejections.slice(0, shown).map((r) => `${clipText(r.spanName, MAX_SPAN_NAME + 64)}: ${clipText(r.reason, MAX_REASON + 64)}`);
+  const first = rejections
+    .slice(0, shown)
+    .map((r) => `${clipText(r.spanName, MAX_SPAN_NAME + 64)}: ${clipText(r.reason, MAX_REASON + 64)}`);
   const more = rejections.length > shown ? ` (and ${rejections.length - shown} more)` : '';
   return `${rejections.length} PD span(s) rejected: ${first.join('; ')}${more}`;
 }

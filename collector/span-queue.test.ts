@@ -66,7 +66,8 @@ async function queueWith(kafka: FakeKafka, options: Partial<KafkaSpanQueueOption
 }
 
 const message = (key: string, bytes: number, spans = 1): SpanMessage => ({ key, value: Buffer.alloc(bytes, 1), spans });
-const status = (r: RetryableResult<void>) => (r.kind === 'success' ? 200 : r.error instanceof OverloadedError ? 429 : r.error instanceof UnavailableError ? 503 : 500);
+const status = (r: RetryableResult<void>) =>
+  r.kind === 'success' ? 200 : r.error instanceof OverloadedError ? 429 : r.error instanceof UnavailableError ? 503 : 500;
 
 describe('KafkaSpanQueue', () => {
   it('keeps every send within maxSendBytes, splitting a publish over sends, and acknowledges it once all are in', async () => {

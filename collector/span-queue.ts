@@ -114,7 +114,8 @@ export class KafkaSpanQueue implements SpanQueue {
   }
 
   private markFailing(reason: string): void {
-    if (!this.failing) this.options.log.warn({ reason }, 'Kafka is failing; answering 503 past the pending limits and not ready until it answers again');
+    if (!this.failing)
+      this.options.log.warn({ reason }, 'Kafka is failing; answering 503 past the pending limits and not ready until it answers again');
     this.failing = reason;
     this.options.metrics.kafkaUp.set(0);
     this.scheduleProbe();
@@ -193,18 +194,27 @@ export class KafkaSpanQueue implements SpanQueue {
     for (const m of messages) add({ key: m.key, value: m.value, headers: MESSAGE_HEADERS }, MESSAGE_HEADERS, m.spans, false);
     for (const d of deadLetters) add({ key: d.key, value: d.value, headers: DEAD_LETTER_HEADERS }, DEAD_LETTER_HEADERS, 1, true);
     // The byte bound admits a lone request of any size: triage bounds one request's bytes on its own.
-    if (this.pendingSpans + spans > this.options.maxPendingSpans || (this.pendingBytes > 0 && this.pendingBytes + bytes > this.maxPendingBytes)) {
+    if (
+      this.pendingSpans + spans > this.options.maxPendingSpans ||
+      (this.pendingBytes > 0 && this.pendingBytes + bytes > this.maxPendingBytes)
+    ) {
       if (this.failing) {
         // What waits is stuck on Kafka, not on a burst: the sender should hear that Kafka is down.
         this.options.metrics.spansRefused.inc({ reason: 'kafka_unavailable' }, spans);
         return Promise.resolve(
-          retryable(new UnavailableError(`Kafka is unavailable (${this.failing}); ${this.pendingSpans} spans wait for it`, { retryAfterMs: UNAVAILABLE_RETRY_MS })),
+          retryable(
+            new UnavailableError(`Kafka is unavailable (${this.failing}); ${this.pendingSpans} spans wait for it`, {
+              retryAfterMs: UNAVAILABLE_RETRY_MS,
+            }),
+          ),
         );
       }
       this.options.metrics.spansRefused.inc({ reason: 'overloaded' }, spans);
       return Promise.resolve(
         retryable(
-          new OverloadedError(`collector overloaded: ${this.pendingSpans} spans (${this.pendingBytes} bytes) waiting for Kafka`, { retryAfterMs: OVERLOADED_RETRY_MS }),
+          new OverloadedError(`collector overloaded: ${this.pendingSpans} spans (${this.pendingBytes} bytes) waiting for Kafka`, {
+            retryAfterMs: OVERLOADED_RETRY_MS,
+          }),
         ),
       );
     }
@@ -217,7 +227,13 @@ export class KafkaSpanQueue implements SpanQueue {
         // Kafka may still take the messages later: then the retried copy is a duplicate, which the pipeline
         // ignores. The other way round (200 for spans Kafka never got) cannot happen.
         this.markFailing(`no acknowledgement within ${this.options.produceTimeoutMs} ms`);
-        entry.settle(retryable(new UnavailableError(`Kafka did not acknowledge within ${this.options.produceTimeoutMs} ms`, { retryAfterMs: UNAVAILABLE_RETRY_MS })));
+        entry.settle(
+          retryable(
+            new UnavailableError(`Kafka did not acknowledge within ${this.options.produceTimeoutMs} ms`, {
+              retryAfterMs: UNAVAILABLE_RETRY_MS,
+            }),
+          ),
+        );
       }, this.options.produceTimeoutMs);
       entry.remaining = parts.length;
       entry.settle = (result: RetryableResult<void>) => {
@@ -237,7 +253,11 @@ export class KafkaSpanQueue implements SpanQueue {
 
   private schedule(): void {
     if (this.inflight >= this.options.maxInflightSends || this.waiting.length === 0) return;
-    if (this.waitingSpans >= this.options.maxBatchSpans || this.waitingBytes >= this.maxSendBytes - BATCH_OVERHEAD_BYTES || this.options.lingerMs === 0) {
+    if (
+      this.waitingSpans >= this.options.maxBatchSpans ||
+      this.waitingBytes >= this.maxSendBytes - BATCH_OVERHEAD_BYTES ||
+      this.options.lingerMs === 0
+    ) {
       this.sendNext();
       return;
     }
@@ -311,7 +331,12 @@ export class KafkaSpanQueue implements SpanQueue {
     if (deadMessages.length > 0) topicMessages.push({ topic: this.options.deadLetterTopic, messages: deadMessages });
     const stopTimer = this.options.metrics.produceSeconds.startTimer();
     try {
-      await this.producer.sendBatch({ topicMessages, acks: -1, timeout: this.options.produceTimeoutMs, compression: CompressionTypes.None });
+      await this.producer.sendBatch({
+        topicMessages,
+        acks: -1,
+        timeout: this.options.produceTimeoutMs,
+        compression: CompressionTypes.None,
+      });
       ended();
       stopTimer();
       this.markWorking();
@@ -324,7 +349,9 @@ export class KafkaSpanQueue implements SpanQueue {
       this.options.metrics.produceRetries.inc();
       this.options.metrics.spansRefused.inc({ reason: 'kafka_unavailable' }, spans);
       this.options.log.warn({ err: (error as Error).message, spans }, 'Kafka send failed; senders will retry');
-      const failure = retryable<void>(new UnavailableError('Kafka did not acknowledge the spans', { cause: error, retryAfterMs: UNAVAILABLE_RETRY_MS }));
+      const failure = retryable<void>(
+        new UnavailableError('Kafka did not acknowledge the spans', { cause: error, retryAfterMs: UNAVAILABLE_RETRY_MS }),
+      );
       for (const part of batch) part.entry.settle(failure);
     }
   }
@@ -344,4 +371,3 @@ export class KafkaSpanQueue implements SpanQueue {
     await this.producer.disconnect();
   }
 }
-

@@ -23,7 +23,10 @@ export async function ensureTopics(config: CollectorConfig, log: Logger): Promis
     });
     log.info({ topics: wanted, partitions: config.topicPartitions }, 'created topics');
   } catch (error) {
-    log.warn({ err: (error as Error).message }, 'could not create topics; continuing with what the broker has (auto-creation or existing topics)');
+    log.warn(
+      { err: (error as Error).message },
+      'could not create topics; continuing with what the broker has (auto-creation or existing topics)',
+    );
   } finally {
     await admin.disconnect().catch(() => undefined);
   }

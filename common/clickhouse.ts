@@ -37,7 +37,11 @@ export const CLICKHOUSE_SETTINGS = {
 export async function createClickHouse(connection: ClickHouseConnection): Promise<ClickHouseClient> {
   // The client's own logger writes multi-line text dumps beside our JSON logs; every failure reaches a caller
   // as an error anyway, and is logged there with what it means.
-  const common = { request_timeout: connection.requestTimeoutMs ?? 60_000, clickhouse_settings: CLICKHOUSE_SETTINGS, log: { level: ClickHouseLogLevel.OFF } };
+  const common = {
+    request_timeout: connection.requestTimeoutMs ?? 60_000,
+    clickhouse_settings: CLICKHOUSE_SETTINGS,
+    log: { level: ClickHouseLogLevel.OFF },
+  };
   if (connection.url) {
     return createClient({ url: connection.url, username: connection.user ?? 'default', password: connection.password ?? '', ...common });
   }

@@ -21,14 +21,18 @@ export function parseConfig<S extends z.ZodType>(
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {
     const path = issue.path.join('.');
-    const given = path === '' ? undefined : issue.path.reduce<unknown>((v, k) => (v as Record<PropertyKey, unknown> | undefined)?.[k as PropertyKey], raw);
+    const given =
+      path === ''
+        ? undefined
+        : issue.path.reduce<unknown>((v, k) => (v as Record<PropertyKey, unknown> | undefined)?.[k as PropertyKey], raw);
     return `${keyName(path)}: ${issue.message.replace(/^Invalid (input|option): /, '')}, got ${isSecret(path) ? 'a value not shown' : shown(given)}`;
   });
   throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
 }
 
 /** A positive number given as text (flags and environment variables arrive as strings). */
-export const positiveNumber = (what = 'a number > 0') => z.coerce.number({ error: `expected ${what}` }).refine((n) => Number.isFinite(n) && n > 0, `expected ${what}`);
+export const positiveNumber = (what = 'a number > 0') =>
+  z.coerce.number({ error: `expected ${what}` }).refine((n) => Number.isFinite(n) && n > 0, `expected ${what}`);
 /** An integer at or above `min`, given as text; a value below it is named with the minimum in the error. */
 export const intAtLeast = (min: number) => {
   const expected = `expected an integer >= ${min}`;
@@ -47,9 +51,19 @@ export const shutdownTimeoutMs = () =>
 export const brokerList = () =>
   z
     .string()
-    .transform((s) => s.split(',').map((b) => b.trim()).filter((b) => b.length > 0))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((b) => b.trim())
+        .filter((b) => b.length > 0),
+    )
     .refine((list) => list.length > 0 && list.every((b) => /^[^\s:]+:\d+$/.test(b)), 'expected host:port[,host:port...]');
-export const port = () => z.coerce.number({ error: 'expected a port number 0-65535' }).int('expected a port number 0-65535').min(0, 'expected a port number 0-65535').max(65535, 'expected a port number 0-65535');
+export const port = () =>
+  z.coerce
+    .number({ error: 'expected a port number 0-65535' })
+    .int('expected a port number 0-65535')
+    .min(0, 'expected a port number 0-65535')
+    .max(65535, 'expected a port number 0-65535');
 
 /** What a configuration key says about itself beyond its schema: its help text, and the environment variable that may set it. */
 export interface KeyInfo {
@@ -92,7 +106,11 @@ export function describeKeys(schema: z.ZodObject<Shape>): { name: string; flag: 
  * Validates configuration once, at start-up, from flags over environment over the schema's defaults. Errors name the
  * flag and its variable, what is expected and what was given (secrets are not echoed).
  */
-export function loadConfig<S extends z.ZodObject<Shape>>(schema: S, flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): z.output<S> {
+export function loadConfig<S extends z.ZodObject<Shape>>(
+  schema: S,
+  flags: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = process.env,
+): z.output<S> {
   const keys = describeKeys(schema);
   const raw: Record<string, unknown> = {};
   for (const { name, info } of keys) {
@@ -101,8 +119,13 @@ export function loadConfig<S extends z.ZodObject<Shape>>(schema: S, flags: Recor
   }
   for (const [name, value] of Object.entries(flags)) if (value !== undefined) raw[name] = value;
   const byName = new Map(keys.map((k) => [k.name, k]));
-  return parseConfig(schema, raw, (path) => {
-    const k = byName.get(path.split('.')[0] ?? '');
-    return k?.info?.env ? `${k.flag} (${k.info.env})` : (k?.flag ?? path);
-  }, (path) => byName.get(path.split('.')[0] ?? '')?.info?.secret === true);
+  return parseConfig(
+    schema,
+    raw,
+    (path) => {
+      const k = byName.get(path.split('.')[0] ?? '');
+      return k?.info?.env ? `${k.flag} (${k.info.env})` : (k?.flag ?? path);
+    },
+    (path) => byName.get(path.split('.')[0] ?? '')?.info?.secret === true,
+  );
 }

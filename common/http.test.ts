@@ -45,7 +45,8 @@ describe('HTTP foundation', () => {
 
   it('reads the bearer scheme in any case and nothing else', () => {
     for (const header of ['Bearer abc', 'bearer abc', 'BEARER abc', 'bEaReR \tabc ']) assert.equal(bearerToken(header), 'abc', header);
-    for (const header of ['Basic abc', 'Bearerabc', 'Bearer', 'Bearer a b', '', undefined]) assert.equal(bearerToken(header), undefined, String(header));
+    for (const header of ['Basic abc', 'Bearerabc', 'Bearer', 'Bearer a b', '', undefined])
+      assert.equal(bearerToken(header), undefined, String(header));
   });
 
   it('asks for the token everywhere but health, readiness and public paths', async () => {

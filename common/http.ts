@@ -147,14 +147,25 @@ function takeQueryToken(req: Request, res: Response, next: NextFunction): void {
   next();
 }
 
-function authGuard(token: string, options: HttpFoundationOptions, sendStatus: (req: Request, res: Response, status: number, message: string) => void) {
+function authGuard(
+  token: string,
+  options: HttpFoundationOptions,
+  sendStatus: (req: Request, res: Response, status: number, message: string) => void,
+) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (options.isPublicPath?.(req.path)) return next();
     let given = bearerToken(req.get('authorization'));
     if (given === undefined && typeof res.locals.queryToken === 'string') given = res.locals.queryToken;
     if (tokenMatches(given, token)) return next();
     res.setHeader('WWW-Authenticate', 'Bearer realm="holdscope"');
-    sendStatus(req, res, 401, options.acceptQueryToken ? 'authentication required: Authorization: Bearer TOKEN or ?token=TOKEN' : 'authentication required: Authorization: Bearer TOKEN');
+    sendStatus(
+      req,
+      res,
+      401,
+      options.acceptQueryToken
+        ? 'authentication required: Authorization: Bearer TOKEN or ?token=TOKEN'
+        : 'authentication required: Authorization: Bearer TOKEN',
+    );
   };
 }
 

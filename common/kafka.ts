@@ -9,7 +9,13 @@ const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
 };
 
 /** A kafkajs client whose logs go through pino, at warn and above unless the logger says otherwise. */
-export function createKafka(options: { brokers: string[]; clientId: string; log: Logger; connectionTimeoutMs?: number; requestTimeoutMs?: number }): Kafka {
+export function createKafka(options: {
+  brokers: string[];
+  clientId: string;
+  log: Logger;
+  connectionTimeoutMs?: number;
+  requestTimeoutMs?: number;
+}): Kafka {
   const log = options.log.child({ component: 'kafkajs' });
   return new Kafka({
     clientId: options.clientId,

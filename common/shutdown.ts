@@ -6,7 +6,10 @@ import type { Logger } from './logger.ts';
  * way, so that SIGTERM ends the process within its deadline whatever a dependency is doing (a ClickHouse that does not
  * answer, a Kafka group join); the caller then exits with status 1.
  */
-export async function stopWithin(ms: number, stop: (waitingFor: Set<() => string>) => Promise<void>): Promise<{ stopped: true } | { stopped: false; waitingFor: string[] }> {
+export async function stopWithin(
+  ms: number,
+  stop: (waitingFor: Set<() => string>) => Promise<void>,
+): Promise<{ stopped: true } | { stopped: false; waitingFor: string[] }> {
   const waitingFor = new Set<() => string>();
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<'deadline'>((resolve) => {
@@ -38,6 +41,9 @@ export async function stopOrExit(log: Logger, ms: number, stop: (waitingFor: Set
   log.info({ shutdownTimeoutMs: ms }, 'shutting down');
   const outcome = await stopWithin(ms, stop);
   if (outcome.stopped) return;
-  log.error({ shutdownTimeoutMs: ms, waitingFor: outcome.waitingFor }, `shutdown did not finish within ${ms} ms; exiting anyway, still waiting for: ${outcome.waitingFor.join('; ') || 'nothing known'}`);
+  log.error(
+    { shutdownTimeoutMs: ms, waitingFor: outcome.waitingFor },
+    `shutdown did not finish within ${ms} ms; exiting anyway, still waiting for: ${outcome.waitingFor.join('; ') || 'nothing known'}`,
+  );
   process.exit(1);
 }

@@ -1,12 +1,4 @@
-import type {
-  AdmissionOutcome,
-  ChecksumOutcome,
-  ReleaseReason,
-  Role,
-  SpanName,
-  TimeoutAction,
-  TransferStatus,
-} from './names.ts';
+import type { AdmissionOutcome, ChecksumOutcome, ReleaseReason, Role, SpanName, TimeoutAction, TransferStatus } from './names.ts';
 
 /** The engine that emitted a span, from its resource attributes. */
 export interface EngineRef {
@@ -117,6 +109,4 @@ export type PdEventOf<N extends SpanName> = Extract<PdEvent, { name: N }>;
 
 /** The validator's answer for one span. */
 export type ValidationResult =
-  | { status: 'valid'; event: PdEvent }
-  | { status: 'not_ours' }
-  | { status: 'invalid'; spanName: string; field: string; reason: string };
+  { status: 'valid'; event: PdEvent } | { status: 'not_ours' } | { status: 'invalid'; spanName: string; field: string; reason: string };

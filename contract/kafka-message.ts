@@ -19,7 +19,10 @@ export const MessageHeader = {
 export const ContentType = { protobuf: 'application/x-protobuf', json: 'application/json' } as const;
 
 /** The headers of every span message holdscope's collector writes. */
-export const MESSAGE_HEADERS = { [MessageHeader.contentType]: ContentType.protobuf, [MessageHeader.encoding]: MessageEncoding.otlpProto } as const;
+export const MESSAGE_HEADERS = {
+  [MessageHeader.contentType]: ContentType.protobuf,
+  [MessageHeader.encoding]: MessageEncoding.otlpProto,
+} as const;
 /** The headers of a dead letter (a rejected span with its reason, as JSON). */
 export const DEAD_LETTER_HEADERS = { [MessageHeader.contentType]: ContentType.json } as const;
 

@@ -100,7 +100,11 @@ export interface SpanTimeWindow {
 }
 
 /** The window of a receiver at `nowMs` with this clock skew (ms) and retention (days). */
-export function spanTimeWindow(nowMs: number, maxClockSkewMs: number = DEFAULT_MAX_CLOCK_SKEW_MS, retentionDays: number = DEFAULT_RETENTION_DAYS): SpanTimeWindow {
+export function spanTimeWindow(
+  nowMs: number,
+  maxClockSkewMs: number = DEFAULT_MAX_CLOCK_SKEW_MS,
+  retentionDays: number = DEFAULT_RETENTION_DAYS,
+): SpanTimeWindow {
   const nowNs = BigInt(Math.floor(nowMs)) * NS_PER_MS;
   return {
     nowNs,

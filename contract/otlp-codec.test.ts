@@ -247,7 +247,11 @@ describe('OTLP JSON codec', () => {
       () => decodeOtlpJson(JSON.stringify(bad)),
       'json: resourceSpans[0].scopeSpans[1].spans[3].startTimeUnixNano: expected a decimal string or integer, got true',
     );
-    const badAttr = { resourceSpans: [{ scopeSpans: [{ spans: [{ attributes: [{ key: 'k', value: { arrayValue: { values: [{}, { intValue: '1.5' }] } } }] }] }] }] };
+    const badAttr = {
+      resourceSpans: [
+        { scopeSpans: [{ spans: [{ attributes: [{ key: 'k', value: { arrayValue: { values: [{}, { intValue: '1.5' }] } } }] }] }] },
+      ],
+    };
     assertInputError(
       () => decodeOtlpJson(badAttr),
       'json: resourceSpans[0].scopeSpans[0].spans[0].attributes["k"].arrayValue.values[1].intValue: expected a decimal string or integer, got "1.5"',
@@ -261,15 +265,35 @@ describe('OTLP JSON codec', () => {
     ['resourceSpans not an array', { resourceSpans: {} }, /^json: resourceSpans: expected an array/],
     ['a resourceSpans entry not an object', { resourceSpans: [1] }, /^json: resourceSpans\[0\]: expected an object, got 1/],
     ['spans not an array', { resourceSpans: [{ scopeSpans: [{ spans: 'x' }] }] }, /spans: expected an array/],
-    ['a base64 trace id', { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'CvdlGRbNQ92ESOshHIAxnA==' }] }] }] }, /traceId: expected a hex string \(OTLP\/JSON ids are hex/],
+    [
+      'a base64 trace id',
+      { resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: 'CvdlGRbNQ92ESOshHIAxnA==' }] }] }] },
+      /traceId: expected a hex string \(OTLP\/JSON ids are hex/,
+    ],
     ['an odd-length span id', { resourceSpans: [{ scopeSpans: [{ spans: [{ spanId: 'abc' }] }] }] }, /spanId: expected an even number/],
-    ['a negative timestamp', { resourceSpans: [{ scopeSpans: [{ spans: [{ endTimeUnixNano: '-1' }] }] }] }, /endTimeUnixNano: expected a decimal string/],
-    ['a timestamp beyond uint64', { resourceSpans: [{ scopeSpans: [{ spans: [{ endTimeUnixNano: '18446744073709551616' }] }] }] }, /outside the uint64 range/],
+    [
+      'a negative timestamp',
+      { resourceSpans: [{ scopeSpans: [{ spans: [{ endTimeUnixNano: '-1' }] }] }] },
+      /endTimeUnixNano: expected a decimal string/,
+    ],
+    [
+      'a timestamp beyond uint64',
+      { resourceSpans: [{ scopeSpans: [{ spans: [{ endTimeUnixNano: '18446744073709551616' }] }] }] },
+      /outside the uint64 range/,
+    ],
     ['a float kind', { resourceSpans: [{ scopeSpans: [{ spans: [{ kind: 1.5 }] }] }] }, /kind: expected an integer enum value, got 1.5/],
-    ['an unknown kind name', { resourceSpans: [{ scopeSpans: [{ spans: [{ kind: 'SERVER' }] }] }] }, /kind: expected an integer enum value/],
+    [
+      'an unknown kind name',
+      { resourceSpans: [{ scopeSpans: [{ spans: [{ kind: 'SERVER' }] }] }] },
+      /kind: expected an integer enum value/,
+    ],
     ['a non-string name', { resourceSpans: [{ scopeSpans: [{ spans: [{ name: 5 }] }] }] }, /name: expected a string, got 5/],
     ['attributes not an array', { resourceSpans: [{ resource: { attributes: {} } }] }, /resource\.attributes: expected an array/],
-    ['a non-string key', { resourceSpans: [{ resource: { attributes: [{ key: 1 }] } }] }, /resource\.attributes\[0\]\.key: expected a string/],
+    [
+      'a non-string key',
+      { resourceSpans: [{ resource: { attributes: [{ key: 1 }] } }] },
+      /resource\.attributes\[0\]\.key: expected a string/,
+    ],
     ['an AnyValue that is a string', attrDoc('plain'), /attributes\["k"\]: expected an object/],
     ['an AnyValue with two kinds', attrDoc({ stringValue: 'a', boolValue: true }), /holds one value, got both stringValue and boolValue/],
     ['a quoted bool', attrDoc({ boolValue: 'true' }), /boolValue: expected true or false/],
@@ -372,7 +396,8 @@ function deepProtobuf(levels: number): Uint8Array {
   }
   const anyValue = Uint8Array.from(bytes);
   const keyValue = Buffer.concat([Buffer.from([0x0a, 0x01, 0x6b, 0x12]), Buffer.from(varint(anyValue.length)), anyValue]);
-  const wrap = (field: number, inner: Uint8Array): Buffer => Buffer.concat([Buffer.from([(field << 3) | 2, ...varint(inner.length)]), inner]);
+  const wrap = (field: number, inner: Uint8Array): Buffer =>
+    Buffer.concat([Buffer.from([(field << 3) | 2, ...varint(inner.length)]), inner]);
   return wrap(1, wrap(2, wrap(2, wrap(9, keyValue))));
 }
 
@@ -407,7 +432,8 @@ describe('malformed protobuf', () => {
     const valid = encodeOtlpProtobuf(SAMPLE);
     for (let n = 0; n < 3000; n++) {
       const body = Uint8Array.from(valid);
-      for (let flips = 1 + Math.floor(random() * 3); flips > 0; flips--) body[Math.floor(random() * body.length)] = Math.floor(random() * 256);
+      for (let flips = 1 + Math.floor(random() * 3); flips > 0; flips--)
+        body[Math.floor(random() * body.length)] = Math.floor(random() * 256);
       decodesOrRejects(() => decodeOtlpProtobuf(body));
     }
   });
@@ -472,7 +498,10 @@ describe('bodies from the OpenTelemetry JS exporter', () => {
     assert.equal(parent.kind, 2); // OTLP SPAN_KIND_SERVER
     assert.equal(child.startTimeUnixNano, START);
     assert.equal(child.endTimeUnixNano, END);
-    assert.deepEqual(child.attributes, attrs({ 'pd.pages': [1, 2, 3], 'pd.roles': ['prefill', 'decode'], 'pd.ok': true, 'pd.count': 42, 'pd.ratio': 0.25 }));
+    assert.deepEqual(
+      child.attributes,
+      attrs({ 'pd.pages': [1, 2, 3], 'pd.roles': ['prefill', 'decode'], 'pd.ok': true, 'pd.count': 42, 'pd.ratio': 0.25 }),
+    );
     assert.equal(child.statusCode, 2);
     assert.equal(child.statusMessage, 'evicted');
   }
@@ -492,7 +521,14 @@ describe('bodies from the OpenTelemetry JS exporter', () => {
       b.writeBigUInt64LE(n);
       return b.toString('hex');
     };
-    for (const field of [`0a10${child.traceId}`, `1208${child.spanId}`, `2208${child.parentSpanId}`, `39${le64(START)}`, `41${le64(END)}`, '2a0a70642e6b762e686f6c64']) {
+    for (const field of [
+      `0a10${child.traceId}`,
+      `1208${child.spanId}`,
+      `2208${child.parentSpanId}`,
+      `39${le64(START)}`,
+      `41${le64(END)}`,
+      '2a0a70642e6b762e686f6c64',
+    ]) {
       assert.ok(theirs.includes(field), `OTel body lacks ${field}`);
       assert.ok(ours.includes(field), `our body lacks ${field}`);
     }

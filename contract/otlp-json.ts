@@ -5,7 +5,17 @@
  */
 import { InputError } from '../common/errors.ts';
 import type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-import { clipText, countSpanWithin, DECODE_COST as COST, emptySpan, LimitError, MAX_ANY_VALUE_DEPTH, type BoundedDecode, type Cut, type DecodeLimits } from './otlp-proto.ts';
+import {
+  clipText,
+  countSpanWithin,
+  DECODE_COST as COST,
+  emptySpan,
+  LimitError,
+  MAX_ANY_VALUE_DEPTH,
+  type BoundedDecode,
+  type Cut,
+  type DecodeLimits,
+} from './otlp-proto.ts';
 
 type Json = Record<string, unknown>;
 
@@ -97,7 +107,7 @@ const NO_ATTRIBUTES: AttrMap = Object.freeze(Object.create(null) as AttrMap);
 export function jsonContainers(bytes: Uint8Array): number {
   const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let count = 0;
-  for (let i = 0; i < buf.length; ) {
+  for (let i = 0; i < buf.length;) {
     const c = buf[i]!;
     if (c === 0x22) {
       // A string: jump to its closing quote, one not escaped by an odd run of backslashes.
@@ -125,9 +135,12 @@ function decodeWith(body: string | unknown, budget: Budget | undefined): Bounded
       const bytes = typeof body === 'string' ? Buffer.from(body) : body;
       // A request is a JSON object: anything else is refused unparsed (`[[[[…` would make an array per byte).
       let first = 0;
-      while (first < bytes.length && (bytes[first] === 0x20 || bytes[first] === 0x0a || bytes[first] === 0x0d || bytes[first] === 0x09)) first++;
+      while (first < bytes.length && (bytes[first] === 0x20 || bytes[first] === 0x0a || bytes[first] === 0x0d || bytes[first] === 0x09))
+        first++;
       if (first < bytes.length && bytes[first] !== 0x7b) {
-        throw new InputError(`json: expected an object (an ExportTraceServiceRequest), got text starting ${JSON.stringify(String.fromCharCode(bytes[first]!))}`);
+        throw new InputError(
+          `json: expected an object (an ExportTraceServiceRequest), got text starting ${JSON.stringify(String.fromCharCode(bytes[first]!))}`,
+        );
       }
       // What JSON.parse will build counts against the budget too, before it is built.
       budget.charge(COST.jsonContainer * jsonContainers(bytes));
@@ -167,7 +180,8 @@ function requestFromJson(doc: unknown, budget: Budget | undefined): OtlpTraceReq
 function resourceSpansFromJson(o: Json, budget: Budget | undefined): OtlpResourceSpans | undefined {
   // Within limits the resource is decoded after its spans, and only when there are some.
   let resource: AttrMap | undefined;
-  const readResource = () => (o.resource != null ? attrsFromJson(object(o.resource, 'resource').attributes, 0, 'resource.attributes', budget) : newMap(budget));
+  const readResource = () =>
+    o.resource != null ? attrsFromJson(object(o.resource, 'resource').attributes, 0, 'resource.attributes', budget) : newMap(budget);
   if (!budget) resource = readResource();
   const items = list(o.scopeSpans ?? o.scope_spans, 'scopeSpans');
   const scopeSpans: OtlpScopeSpans[] = [];
@@ -380,7 +394,14 @@ function base64(v: unknown, path: string): Uint8Array {
   for (let i = 0; i < v.length; i++) {
     const c = v.charCodeAt(i);
     const ok =
-      (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f || c === 0x2d || c === 0x5f || c === 0x3d;
+      (c >= 0x41 && c <= 0x5a) ||
+      (c >= 0x61 && c <= 0x7a) ||
+      (c >= 0x30 && c <= 0x39) ||
+      c === 0x2b ||
+      c === 0x2f ||
+      c === 0x2d ||
+      c === 0x5f ||
+      c === 0x3d;
     if (!ok) throw new Bad(path, `expected a base64 string, got ${describe(v)}`);
   }
   return Uint8Array.from(Buffer.from(v, 'base64'));
@@ -414,11 +435,13 @@ function attrsFromJson(v: unknown, depth: number, path: string, budget: Budget |
     budget?.charge(COST.entry + key.length);
     map[key] = value;
     if (budget && depth === 0) {
-      if (budget.itemsLeft < 0 && !budget.cut.has(map)) budget.cut.set(map, valueCut(key, value, budget.topItems, budget.limits.maxValueItems));
+      if (budget.itemsLeft < 0 && !budget.cut.has(map))
+        budget.cut.set(map, valueCut(key, value, budget.topItems, budget.limits.maxValueItems));
       budget.itemsLeft = Infinity;
     }
   }
-  if (kept < items.length) budget?.cut.set(map, { field: 'attribute_count', reason: `${items.length} attributes, more than the limit of ${kept}` });
+  if (kept < items.length)
+    budget?.cut.set(map, { field: 'attribute_count', reason: `${items.length} attributes, more than the limit of ${kept}` });
   return map;
 }
 
@@ -554,7 +577,8 @@ function encodeHex(v: string, field: string): string {
 }
 
 function encodeUint64(v: bigint, field: string): string {
-  if (typeof v !== 'bigint' || v < 0n || v > UINT64_MAX) throw new InputError(`json: ${field}: expected a bigint in [0, 2^64), got ${String(v)}`);
+  if (typeof v !== 'bigint' || v < 0n || v > UINT64_MAX)
+    throw new InputError(`json: ${field}: expected a bigint in [0, 2^64), got ${String(v)}`);
   return v.toString();
 }
 

@@ -61,7 +61,10 @@ function assertThrows(fn: () => unknown, type: typeof InputError, message: RegEx
 describe('bounded decoding', () => {
   for (const { name, decode } of ENCODINGS) {
     it(`${name}: within the limits, decodes what the unbounded decoder does, without span-less ResourceSpans and ScopeSpans`, () => {
-      const full = request([span('pd.hold', attrs({ a: 'x', list: [1, 'two', [3n << 60n]], map: attrs({ k: new Uint8Array([1, 2]) }) })), span('http.get')]);
+      const full = request([
+        span('pd.hold', attrs({ a: 'x', list: [1, 'two', [3n << 60n]], map: attrs({ k: new Uint8Array([1, 2]) }) })),
+        span('http.get'),
+      ]);
       const withEmpty: OtlpTraceRequest = {
         resourceSpans: [
           ...full.resourceSpans,
@@ -77,7 +80,10 @@ describe('bounded decoding', () => {
     it(`${name}: more spans than maxSpans is a LimitError (413), as many is fine`, () => {
       const spans = Array.from({ length: 11 }, () => span('x'));
       assertThrows(() => decode(request(spans), { ...LIMITS, maxSpans: 10 }), LimitError, /more than 10 spans in one request/);
-      assert.equal(decode(request(spans.slice(0, 10)), { ...LIMITS, maxSpans: 10 }).request.resourceSpans[0]!.scopeSpans[0]!.spans.length, 10);
+      assert.equal(
+        decode(request(spans.slice(0, 10)), { ...LIMITS, maxSpans: 10 }).request.resourceSpans[0]!.scopeSpans[0]!.spans.length,
+        10,
+      );
     });
 
     it(`${name}: keeps the first maxAttributes attributes and reports the map cut`, () => {
@@ -112,7 +118,10 @@ describe('bounded decoding', () => {
 
     it(`${name}: decodes no attributes of spans outside attributesOnlyWithPrefix`, () => {
       const many = attrs(Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`a${i}`, i])));
-      const { request: decoded, cut } = decode(request([span('db.query', many), span('pd.hold', attrs({ a: 1 }))]), { ...LIMITS, attributesOnlyWithPrefix: 'pd.' });
+      const { request: decoded, cut } = decode(request([span('db.query', many), span('pd.hold', attrs({ a: 1 }))]), {
+        ...LIMITS,
+        attributesOnlyWithPrefix: 'pd.',
+      });
       const [other, ours] = decoded.resourceSpans[0]!.scopeSpans[0]!.spans;
       assert.equal(other!.name, 'db.query');
       assert.deepEqual(Object.keys(other!.attributes), []);
@@ -125,13 +134,21 @@ describe('bounded decoding', () => {
       // Empty key-value lists: a few bytes each on the wire, a couple of hundred bytes each as objects.
       const empties = Array.from({ length: 100 }, (_, i) => [`k${i}`, Array.from({ length: 1000 }, () => attrs({}))] as const);
       const r = request(Array.from({ length: 10 }, () => span('pd.hold', attrs(Object.fromEntries(empties)))));
-      assertThrows(() => decode(r, { ...LIMITS, maxAttributes: 1000, maxValueItems: 10_000, maxDecodedBytes: 8 * 1024 * 1024 }), LimitError, /more than 8 MiB of memory once decoded/);
+      assertThrows(
+        () => decode(r, { ...LIMITS, maxAttributes: 1000, maxValueItems: 10_000, maxDecodedBytes: 8 * 1024 * 1024 }),
+        LimitError,
+        /more than 8 MiB of memory once decoded/,
+      );
     });
   }
 
   it('protobuf: a key too long for a message is clipped in the reason of a nesting error', () => {
     const key = 'k'.repeat(10_000);
-    assertThrows(() => decodeOtlpProtobuf(deepAttribute(key, 17)), InputError, /attributes\["k{128}… \(10000 characters\)"\]: values nested deeper than 16 levels$/);
+    assertThrows(
+      () => decodeOtlpProtobuf(deepAttribute(key, 17)),
+      InputError,
+      /attributes\["k{128}… \(10000 characters\)"\]: values nested deeper than 16 levels$/,
+    );
   });
 
   it('protobuf: names wire errors as protobufjs did (field 0, lengths, groups)', () => {
@@ -141,7 +158,10 @@ describe('bounded decoding', () => {
     assertThrows(() => decodeOtlpProtobuf(Buffer.alloc(1000, 0x13)), InputError, /^protobuf: max depth exceeded$/);
     assertThrows(() => decodeOtlpProtobuf(Buffer.from('0a05', 'hex')), InputError, /^protobuf: truncated or malformed message/);
     // Unknown fields of every wire type are skipped, groups included.
-    assert.deepEqual(decodeOtlpProtobuf(Buffer.from('1801' + '21' + '00'.repeat(8) + '2a00' + '1b1801 1c'.replace(' ', '') + '3d00000000', 'hex')), { resourceSpans: [] });
+    assert.deepEqual(
+      decodeOtlpProtobuf(Buffer.from('1801' + '21' + '00'.repeat(8) + '2a00' + '1b1801 1c'.replace(' ', '') + '3d00000000', 'hex')),
+      { resourceSpans: [] },
+    );
   });
 
   it('protobuf: an AnyValue takes its last member, and repeated messages merge', () => {
@@ -165,7 +185,11 @@ describe('JSON bounds', () => {
   });
 
   it('refuses a document that is no object unparsed, and one that would build too many objects', () => {
-    assertThrows(() => decodeOtlpJsonBounded(Buffer.from(`  ${'['.repeat(100_000)}`), LIMITS), InputError, /^json: expected an object .*"\["$/);
+    assertThrows(
+      () => decodeOtlpJsonBounded(Buffer.from(`  ${'['.repeat(100_000)}`), LIMITS),
+      InputError,
+      /^json: expected an object .*"\["$/,
+    );
     const body = Buffer.from(`{"resourceSpans":[],"x":${'['.repeat(200_000)}${']'.repeat(200_000)}}`);
     assertThrows(() => decodeOtlpJsonBounded(body, { ...LIMITS, maxDecodedBytes: 8 * 1024 * 1024 }), LimitError, /more than 8 MiB/);
     // Unbounded, the same document decodes (unknown fields are ignored).
@@ -177,10 +201,20 @@ describe('assembling a request from parts encoded on their own', () => {
   it('writes the bytes encodeOtlpProtobuf writes', () => {
     const r1 = attrs({ 'service.name': 'a', big: 'x'.repeat(300) });
     const r2 = attrs({});
-    const spans = [span('pd.hold', attrs({ list: Array.from({ length: 100 }, (_, i) => i) })), span('pd.ack', attrs({ s: 'y'.repeat(20_000) })), span('')];
+    const spans = [
+      span('pd.hold', attrs({ list: Array.from({ length: 100 }, (_, i) => i) })),
+      span('pd.ack', attrs({ s: 'y'.repeat(20_000) })),
+      span(''),
+    ];
     const req: OtlpTraceRequest = {
       resourceSpans: [
-        { resource: r1, scopeSpans: [{ scope: { name: 's', version: '1' }, spans: spans.slice(0, 2) }, { scope: { name: '', version: '' }, spans: spans.slice(2) }] },
+        {
+          resource: r1,
+          scopeSpans: [
+            { scope: { name: 's', version: '1' }, spans: spans.slice(0, 2) },
+            { scope: { name: '', version: '' }, spans: spans.slice(2) },
+          ],
+        },
         { resource: r2, scopeSpans: [{ scope: { name: 'q'.repeat(200), version: '' }, spans }] },
       ],
     };

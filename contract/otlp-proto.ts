@@ -130,7 +130,18 @@ export function countSpanWithin(spansSoFar: number, maxSpans: number): number {
 
 /** A span with every field at its protobuf default, for a decoder to fill in. */
 export function emptySpan(attributes: AttrMap): OtlpSpan {
-  return { traceId: '', spanId: '', parentSpanId: '', name: '', kind: 0, startTimeUnixNano: 0n, endTimeUnixNano: 0n, attributes, statusCode: 0, statusMessage: '' };
+  return {
+    traceId: '',
+    spanId: '',
+    parentSpanId: '',
+    name: '',
+    kind: 0,
+    startTimeUnixNano: 0n,
+    endTimeUnixNano: 0n,
+    attributes,
+    statusCode: 0,
+    statusMessage: '',
+  };
 }
 
 /** Text of a key or name for a message: at most `max` characters, saying how long it was when longer. */
@@ -233,7 +244,7 @@ class PbDecoder {
   request(): OtlpTraceRequest {
     const end = this.buf.length;
     const resourceSpans: OtlpResourceSpans[] = [];
-    for (let i = 0; this.pos < end; ) {
+    for (let i = 0; this.pos < end;) {
       const tag = this.tag(end);
       if (tag === ((1 << 3) | 2)) {
         const stop = this.delimited(end);
@@ -249,7 +260,7 @@ class PbDecoder {
     // The resource is decoded last, and only for ResourceSpans that hold spans when limits apply.
     let resources: number[] | undefined;
     const scopeSpans: OtlpScopeSpans[] = [];
-    for (let j = 0; this.pos < end; ) {
+    for (let j = 0; this.pos < end;) {
       const tag = this.tag(end);
       if (tag === ((1 << 3) | 2)) {
         const stop = this.delimited(end);
@@ -292,7 +303,7 @@ class PbDecoder {
   private scopeSpans(end: number): OtlpScopeSpans | undefined {
     const scope = { name: '', version: '' };
     const spans: OtlpSpan[] = [];
-    for (let k = 0; this.pos < end; ) {
+    for (let k = 0; this.pos < end;) {
       const tag = this.tag(end);
       if (tag === ((2 << 3) | 2)) {
         const stop = this.delimited(end);

@@ -4,7 +4,16 @@ import { describe, it } from 'node:test';
 import type { PdEvent, ValidationResult } from './events.ts';
 import { Attr, CONTRACT_VERSION, DEFAULT_CLUSTER, EMITTED_BY, ROLES, ResourceAttr, type Role, SPAN_NAMES, SpanName } from './names.ts';
 import type { AttrMap, AttrValue, OtlpSpan } from './otlp-model.ts';
-import { DEFAULT_MAX_CLOCK_SKEW_MS, DEFAULT_RETENTION_DAYS, INT32_MAX, INT_COLUMNS, MAX_TIME_NS, spanTimeWindow, UINT32_MAX, type SpanTimeWindow } from './limits.ts';
+import {
+  DEFAULT_MAX_CLOCK_SKEW_MS,
+  DEFAULT_RETENTION_DAYS,
+  INT32_MAX,
+  INT_COLUMNS,
+  MAX_TIME_NS,
+  spanTimeWindow,
+  UINT32_MAX,
+  type SpanTimeWindow,
+} from './limits.ts';
 import { validateSpan } from './validate.ts';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -31,7 +40,12 @@ function resourceFor(role: Role): AttrMap {
     case 'prefill':
       return { ...common, [ResourceAttr.engineId]: 'prefill-0', [ResourceAttr.transferBackend]: 'mooncake' };
     case 'decode':
-      return { ...common, [ResourceAttr.engineId]: 'decode-0', [ResourceAttr.transferBackend]: 'nixl', [ResourceAttr.kvCapacitySlots]: 524_288 };
+      return {
+        ...common,
+        [ResourceAttr.engineId]: 'decode-0',
+        [ResourceAttr.transferBackend]: 'nixl',
+        [ResourceAttr.kvCapacitySlots]: 524_288,
+      };
   }
 }
 
@@ -166,7 +180,8 @@ function assertInvalid(result: ValidationResult, spanName: string, ...parts: str
   if (result.status !== 'invalid') assert.fail(`expected an invalid span, got ${result.status}`);
   assert.equal(result.spanName, spanName);
   assert.equal(typeof result.reason, 'string');
-  for (const part of parts) assert.ok(result.reason.includes(part), `reason ${JSON.stringify(result.reason)} should mention ${JSON.stringify(part)}`);
+  for (const part of parts)
+    assert.ok(result.reason.includes(part), `reason ${JSON.stringify(result.reason)} should mention ${JSON.stringify(part)}`);
   return result.reason;
 }
 
@@ -257,7 +272,10 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
   });
 
   it('router spans do not require pd.transfer.backend (backend "" and capacity 0)', () => {
-    const resource = patched(resourceFor('router'), { [ResourceAttr.transferBackend]: undefined, [ResourceAttr.kvCapacitySlots]: undefined });
+    const resource = patched(resourceFor('router'), {
+      [ResourceAttr.transferBackend]: undefined,
+      [ResourceAttr.kvCapacitySlots]: undefined,
+    });
     for (const name of ['pd.admission', 'pd.cancel'] as const) {
       const event = assertValid(validateSpan(makeSpan(name), resource));
       assert.equal(event.engine.backend, '');
@@ -285,7 +303,9 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
   });
 
   it('contract version: the span attribute wins over the resource (span 1, resource 2 is accepted)', () => {
-    const event = assertValid(validateSpan(validSpan('pd.hold', { [Attr.contractVersion]: 1 }), { ...resourceFor('decode'), [ResourceAttr.contractVersion]: 2 }));
+    const event = assertValid(
+      validateSpan(validSpan('pd.hold', { [Attr.contractVersion]: 1 }), { ...resourceFor('decode'), [ResourceAttr.contractVersion]: 2 }),
+    );
     assert.equal(event.contractVersion, 1);
   });
 
@@ -294,7 +314,9 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
       const event = assertValid(validateSpan(validSpan('pd.handoff', { [Attr.generation]: generation }), resourceFor('decode')));
       assert.equal(event.generation, generation);
     }
-    const transfer = assertValid(validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: Number.MAX_SAFE_INTEGER }), resourceFor('prefill')));
+    const transfer = assertValid(
+      validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: Number.MAX_SAFE_INTEGER }), resourceFor('prefill')),
+    );
     assert.equal(transfer.name === 'pd.transfer' && transfer.bytes, Number.MAX_SAFE_INTEGER);
   });
 
@@ -305,7 +327,11 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
   });
 
   it('attributes outside the contract are ignored', () => {
-    const span = validSpan('pd.checksum', { 'pd.extra': { nested: [1, 'x', null] }, 'http.method': 'GET', 'pd.bytes': new Uint8Array([1, 2]) });
+    const span = validSpan('pd.checksum', {
+      'pd.extra': { nested: [1, 'x', null] },
+      'http.method': 'GET',
+      'pd.bytes': new Uint8Array([1, 2]),
+    });
     const event = assertValid(validateSpan(span, { ...resourceFor('decode'), 'host.name': 'gpu-17' }));
     assert.equal(event.name, 'pd.checksum');
   });
@@ -337,7 +363,12 @@ const LONG = 'x'.repeat(1025);
 
 const REJECTIONS: RejectCase[] = [
   { title: 'missing pd.request.id', name: 'pd.handoff', span: { [Attr.requestId]: undefined }, mentions: [Attr.requestId, 'missing'] },
-  { title: 'empty pd.request.id', name: 'pd.handoff', span: { [Attr.requestId]: '' }, mentions: [Attr.requestId, 'non-empty', 'string ""'] },
+  {
+    title: 'empty pd.request.id',
+    name: 'pd.handoff',
+    span: { [Attr.requestId]: '' },
+    mentions: [Attr.requestId, 'non-empty', 'string ""'],
+  },
   { title: 'pd.request.id that is a number', name: 'pd.handoff', span: { [Attr.requestId]: 42 }, mentions: [Attr.requestId, 'number 42'] },
   {
     title: 'missing pd.request.generation',
@@ -346,22 +377,67 @@ const REJECTIONS: RejectCase[] = [
     mentions: [Attr.generation],
     exact: 'pd.request.generation: expected a non-negative integer, span attribute missing',
   },
-  { title: 'negative pd.request.generation', name: 'pd.handoff', span: { [Attr.generation]: -1 }, mentions: [Attr.generation, 'non-negative integer', 'number -1'] },
-  { title: 'fractional pd.request.generation', name: 'pd.handoff', span: { [Attr.generation]: 1.5 }, mentions: [Attr.generation, 'number 1.5'] },
-  { title: 'string pd.request.generation', name: 'pd.handoff', span: { [Attr.generation]: '3' }, mentions: [Attr.generation, 'string "3"'] },
+  {
+    title: 'negative pd.request.generation',
+    name: 'pd.handoff',
+    span: { [Attr.generation]: -1 },
+    mentions: [Attr.generation, 'non-negative integer', 'number -1'],
+  },
+  {
+    title: 'fractional pd.request.generation',
+    name: 'pd.handoff',
+    span: { [Attr.generation]: 1.5 },
+    mentions: [Attr.generation, 'number 1.5'],
+  },
+  {
+    title: 'string pd.request.generation',
+    name: 'pd.handoff',
+    span: { [Attr.generation]: '3' },
+    mentions: [Attr.generation, 'string "3"'],
+  },
   {
     title: 'bigint pd.request.generation beyond 2^53',
     name: 'pd.handoff',
     span: { [Attr.generation]: 2n ** 53n + 1n },
     mentions: [Attr.generation, 'bigint 9007199254740993'],
   },
-  { title: 'unsafe number pd.request.generation (2^53)', name: 'pd.handoff', span: { [Attr.generation]: 2 ** 53 }, mentions: [Attr.generation] },
+  {
+    title: 'unsafe number pd.request.generation (2^53)',
+    name: 'pd.handoff',
+    span: { [Attr.generation]: 2 ** 53 },
+    mentions: [Attr.generation],
+  },
   { title: 'NaN pd.request.generation', name: 'pd.handoff', span: { [Attr.generation]: Number.NaN }, mentions: [Attr.generation] },
-  { title: 'unknown pd.admission.outcome', name: 'pd.admission', span: { [Attr.admissionOutcome]: 'maybe' }, mentions: [Attr.admissionOutcome, 'accepted|rejected', '"maybe"'] },
-  { title: 'upper-case pd.admission.outcome', name: 'pd.admission', span: { [Attr.admissionOutcome]: 'Accepted' }, mentions: [Attr.admissionOutcome] },
-  { title: 'empty pd.admission.reason', name: 'pd.admission', span: { [Attr.admissionReason]: '' }, mentions: [Attr.admissionReason, 'non-empty'] },
-  { title: 'unknown pd.transfer.status', name: 'pd.transfer', span: { [Attr.transferStatus]: 'done' }, mentions: [Attr.transferStatus, 'ok|failed|timeout', '"done"'] },
-  { title: 'unknown pd.timeout.action', name: 'pd.timeout', span: { [Attr.timeoutAction]: 'retry' }, mentions: [Attr.timeoutAction, 'release|quarantine', '"retry"'] },
+  {
+    title: 'unknown pd.admission.outcome',
+    name: 'pd.admission',
+    span: { [Attr.admissionOutcome]: 'maybe' },
+    mentions: [Attr.admissionOutcome, 'accepted|rejected', '"maybe"'],
+  },
+  {
+    title: 'upper-case pd.admission.outcome',
+    name: 'pd.admission',
+    span: { [Attr.admissionOutcome]: 'Accepted' },
+    mentions: [Attr.admissionOutcome],
+  },
+  {
+    title: 'empty pd.admission.reason',
+    name: 'pd.admission',
+    span: { [Attr.admissionReason]: '' },
+    mentions: [Attr.admissionReason, 'non-empty'],
+  },
+  {
+    title: 'unknown pd.transfer.status',
+    name: 'pd.transfer',
+    span: { [Attr.transferStatus]: 'done' },
+    mentions: [Attr.transferStatus, 'ok|failed|timeout', '"done"'],
+  },
+  {
+    title: 'unknown pd.timeout.action',
+    name: 'pd.timeout',
+    span: { [Attr.timeoutAction]: 'retry' },
+    mentions: [Attr.timeoutAction, 'release|quarantine', '"retry"'],
+  },
   {
     title: 'unknown pd.release.reason',
     name: 'pd.release',
@@ -369,10 +445,30 @@ const REJECTIONS: RejectCase[] = [
     mentions: [Attr.releaseReason],
     exact: 'pd.release.reason: expected one of drained|timeout|forced|finished, got string "done"',
   },
-  { title: 'unknown pd.checksum.outcome', name: 'pd.checksum', span: { [Attr.checksumOutcome]: 'OK' }, mentions: [Attr.checksumOutcome, 'ok|mismatch', '"OK"'] },
-  { title: 'unknown pd.role', name: 'pd.handoff', resource: { [ResourceAttr.role]: 'encoder' }, mentions: [ResourceAttr.role, 'router|prefill|decode', '"encoder"'] },
-  { title: 'missing pd.role', name: 'pd.handoff', resource: { [ResourceAttr.role]: undefined }, mentions: [ResourceAttr.role, 'resource attribute missing'] },
-  { title: 'int array containing a string', name: 'pd.kv.alloc', span: { [Attr.kvPages]: [1, '2', 3] }, mentions: [Attr.kvPages, 'array of non-negative integers', 'string "2"'] },
+  {
+    title: 'unknown pd.checksum.outcome',
+    name: 'pd.checksum',
+    span: { [Attr.checksumOutcome]: 'OK' },
+    mentions: [Attr.checksumOutcome, 'ok|mismatch', '"OK"'],
+  },
+  {
+    title: 'unknown pd.role',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.role]: 'encoder' },
+    mentions: [ResourceAttr.role, 'router|prefill|decode', '"encoder"'],
+  },
+  {
+    title: 'missing pd.role',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.role]: undefined },
+    mentions: [ResourceAttr.role, 'resource attribute missing'],
+  },
+  {
+    title: 'int array containing a string',
+    name: 'pd.kv.alloc',
+    span: { [Attr.kvPages]: [1, '2', 3] },
+    mentions: [Attr.kvPages, 'array of non-negative integers', 'string "2"'],
+  },
   {
     title: 'int array containing a negative',
     name: 'pd.hold',
@@ -380,13 +476,43 @@ const REJECTIONS: RejectCase[] = [
     mentions: [Attr.holdExpectedRanks],
     exact: 'pd.hold.expected_ranks: expected an array of non-negative integers, got number -1',
   },
-  { title: 'int array containing a float', name: 'pd.timeout', span: { [Attr.timeoutMissingRanks]: [0, 2.5] }, mentions: [Attr.timeoutMissingRanks, 'number 2.5'] },
+  {
+    title: 'int array containing a float',
+    name: 'pd.timeout',
+    span: { [Attr.timeoutMissingRanks]: [0, 2.5] },
+    mentions: [Attr.timeoutMissingRanks, 'number 2.5'],
+  },
   { title: 'int array that is not an array', name: 'pd.release', span: { [Attr.kvPages]: 7 }, mentions: [Attr.kvPages, 'number 7'] },
-  { title: 'int array containing a nested array', name: 'pd.transfer', span: { [Attr.kvPages]: [[1, 2]] }, mentions: [Attr.kvPages, 'an array'] },
-  { title: 'pd.drain.ack_withheld as the string "false"', name: 'pd.drain', span: { [Attr.drainAckWithheld]: 'false' }, mentions: [Attr.drainAckWithheld, 'a boolean', 'string "false"'] },
-  { title: 'pd.ack.accepted as the number 1', name: 'pd.ack', span: { [Attr.ackAccepted]: 1 }, mentions: [Attr.ackAccepted, 'a boolean', 'number 1'] },
-  { title: 'pd.cancel.targets containing a number', name: 'pd.cancel', span: { [Attr.cancelTargets]: ['decode-0', 7] }, mentions: [Attr.cancelTargets, 'array of non-empty strings', 'number 7'] },
-  { title: 'pd.cancel.targets containing an empty id', name: 'pd.cancel', span: { [Attr.cancelTargets]: ['decode-0', ''] }, mentions: [Attr.cancelTargets, 'array of non-empty strings', 'string ""'] },
+  {
+    title: 'int array containing a nested array',
+    name: 'pd.transfer',
+    span: { [Attr.kvPages]: [[1, 2]] },
+    mentions: [Attr.kvPages, 'an array'],
+  },
+  {
+    title: 'pd.drain.ack_withheld as the string "false"',
+    name: 'pd.drain',
+    span: { [Attr.drainAckWithheld]: 'false' },
+    mentions: [Attr.drainAckWithheld, 'a boolean', 'string "false"'],
+  },
+  {
+    title: 'pd.ack.accepted as the number 1',
+    name: 'pd.ack',
+    span: { [Attr.ackAccepted]: 1 },
+    mentions: [Attr.ackAccepted, 'a boolean', 'number 1'],
+  },
+  {
+    title: 'pd.cancel.targets containing a number',
+    name: 'pd.cancel',
+    span: { [Attr.cancelTargets]: ['decode-0', 7] },
+    mentions: [Attr.cancelTargets, 'array of non-empty strings', 'number 7'],
+  },
+  {
+    title: 'pd.cancel.targets containing an empty id',
+    name: 'pd.cancel',
+    span: { [Attr.cancelTargets]: ['decode-0', ''] },
+    mentions: [Attr.cancelTargets, 'array of non-empty strings', 'string ""'],
+  },
   {
     title: 'pd.transfer emitted by a decode engine',
     name: 'pd.transfer',
@@ -394,10 +520,32 @@ const REJECTIONS: RejectCase[] = [
     mentions: [ResourceAttr.role],
     exact: 'pd.transfer is emitted by prefill engines, not by pd.role=decode',
   },
-  { title: 'pd.cancel emitted by a prefill engine', name: 'pd.cancel', role: 'prefill', mentions: ['pd.cancel', 'router', 'pd.role=prefill'] },
-  { title: 'pd.admission emitted by a prefill engine', name: 'pd.admission', role: 'prefill', mentions: ['router or decode', 'pd.role=prefill'] },
-  { title: 'unknown span name pd.bogus', name: 'pd.bogus', role: 'decode', mentions: ['pd.bogus'], exact: 'unknown PD span name "pd.bogus"' },
-  { title: 'unknown span name pd.kv.free', name: 'pd.kv.free', role: 'decode', mentions: ['pd.kv.free'], exact: 'unknown PD span name "pd.kv.free"' },
+  {
+    title: 'pd.cancel emitted by a prefill engine',
+    name: 'pd.cancel',
+    role: 'prefill',
+    mentions: ['pd.cancel', 'router', 'pd.role=prefill'],
+  },
+  {
+    title: 'pd.admission emitted by a prefill engine',
+    name: 'pd.admission',
+    role: 'prefill',
+    mentions: ['router or decode', 'pd.role=prefill'],
+  },
+  {
+    title: 'unknown span name pd.bogus',
+    name: 'pd.bogus',
+    role: 'decode',
+    mentions: ['pd.bogus'],
+    exact: 'unknown PD span name "pd.bogus"',
+  },
+  {
+    title: 'unknown span name pd.kv.free',
+    name: 'pd.kv.free',
+    role: 'decode',
+    mentions: ['pd.kv.free'],
+    exact: 'unknown PD span name "pd.kv.free"',
+  },
   {
     title: 'contract version 2 on the span',
     name: 'pd.hold',
@@ -405,7 +553,12 @@ const REJECTIONS: RejectCase[] = [
     mentions: [Attr.contractVersion],
     exact: 'pd.contract.version: this receiver speaks contract version 1, the span declares 2',
   },
-  { title: 'contract version 2 on the resource', name: 'pd.hold', resource: { [ResourceAttr.contractVersion]: 2 }, mentions: [ResourceAttr.contractVersion, 'the resource declares 2'] },
+  {
+    title: 'contract version 2 on the resource',
+    name: 'pd.hold',
+    resource: { [ResourceAttr.contractVersion]: 2 },
+    mentions: [ResourceAttr.contractVersion, 'the resource declares 2'],
+  },
   {
     title: 'contract version: span 2 wins over resource 1',
     name: 'pd.hold',
@@ -413,7 +566,12 @@ const REJECTIONS: RejectCase[] = [
     resource: { [ResourceAttr.contractVersion]: 1 },
     mentions: [Attr.contractVersion, 'declares 2'],
   },
-  { title: 'contract version as a string', name: 'pd.hold', span: { [Attr.contractVersion]: '1' }, mentions: [Attr.contractVersion, 'string "1"'] },
+  {
+    title: 'contract version as a string',
+    name: 'pd.hold',
+    span: { [Attr.contractVersion]: '1' },
+    mentions: [Attr.contractVersion, 'string "1"'],
+  },
   {
     title: 'end before start',
     name: 'pd.transfer',
@@ -421,9 +579,25 @@ const REJECTIONS: RejectCase[] = [
     mentions: ['ends before it starts'],
     exact: 'span ends before it starts',
   },
-  { title: 'zero start time', name: 'pd.handoff', overrides: { startTimeUnixNano: 0n, endTimeUnixNano: 0n }, mentions: ['no start time'], exact: 'span has no start time' },
-  { title: 'missing resource pd.engine.id', name: 'pd.handoff', resource: { [ResourceAttr.engineId]: undefined }, mentions: [ResourceAttr.engineId, 'resource attribute missing'] },
-  { title: 'missing resource pd.engine.version', name: 'pd.handoff', resource: { [ResourceAttr.engineVersion]: undefined }, mentions: [ResourceAttr.engineVersion, 'resource attribute missing'] },
+  {
+    title: 'zero start time',
+    name: 'pd.handoff',
+    overrides: { startTimeUnixNano: 0n, endTimeUnixNano: 0n },
+    mentions: ['no start time'],
+    exact: 'span has no start time',
+  },
+  {
+    title: 'missing resource pd.engine.id',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.engineId]: undefined },
+    mentions: [ResourceAttr.engineId, 'resource attribute missing'],
+  },
+  {
+    title: 'missing resource pd.engine.version',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.engineVersion]: undefined },
+    mentions: [ResourceAttr.engineVersion, 'resource attribute missing'],
+  },
   {
     title: 'decode without pd.kv.capacity_slots',
     name: 'pd.hold',
@@ -431,13 +605,48 @@ const REJECTIONS: RejectCase[] = [
     mentions: [ResourceAttr.kvCapacitySlots],
     exact: 'pd.kv.capacity_slots: expected a non-negative integer, resource attribute missing',
   },
-  { title: 'decode with a string pd.kv.capacity_slots (OTEL_RESOURCE_ATTRIBUTES)', name: 'pd.hold', resource: { [ResourceAttr.kvCapacitySlots]: '524288' }, mentions: [ResourceAttr.kvCapacitySlots, 'string "524288"'] },
-  { title: 'prefill without pd.transfer.backend', name: 'pd.transfer', resource: { [ResourceAttr.transferBackend]: undefined }, mentions: [ResourceAttr.transferBackend, 'resource attribute missing'] },
-  { title: 'decode without pd.transfer.backend', name: 'pd.handoff', resource: { [ResourceAttr.transferBackend]: undefined }, mentions: [ResourceAttr.transferBackend] },
-  { title: 'empty resource pd.cluster', name: 'pd.handoff', resource: { [ResourceAttr.cluster]: '' }, mentions: [ResourceAttr.cluster, 'non-empty'] },
-  { title: 'pd.request.id longer than 1024 characters', name: 'pd.handoff', span: { [Attr.requestId]: LONG }, mentions: [Attr.requestId, '1024'] },
-  { title: 'pd.decode.engine.id longer than 1024 characters', name: 'pd.drain', span: { [Attr.decodeEngineId]: LONG }, mentions: [Attr.decodeEngineId, '1024'] },
-  { title: 'resource pd.engine.id longer than 1024 characters', name: 'pd.handoff', resource: { [ResourceAttr.engineId]: LONG }, mentions: [ResourceAttr.engineId, '1024'] },
+  {
+    title: 'decode with a string pd.kv.capacity_slots (OTEL_RESOURCE_ATTRIBUTES)',
+    name: 'pd.hold',
+    resource: { [ResourceAttr.kvCapacitySlots]: '524288' },
+    mentions: [ResourceAttr.kvCapacitySlots, 'string "524288"'],
+  },
+  {
+    title: 'prefill without pd.transfer.backend',
+    name: 'pd.transfer',
+    resource: { [ResourceAttr.transferBackend]: undefined },
+    mentions: [ResourceAttr.transferBackend, 'resource attribute missing'],
+  },
+  {
+    title: 'decode without pd.transfer.backend',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.transferBackend]: undefined },
+    mentions: [ResourceAttr.transferBackend],
+  },
+  {
+    title: 'empty resource pd.cluster',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.cluster]: '' },
+    mentions: [ResourceAttr.cluster, 'non-empty'],
+  },
+  {
+    title: 'pd.request.id longer than 1024 characters',
+    name: 'pd.handoff',
+    span: { [Attr.requestId]: LONG },
+    mentions: [Attr.requestId, '1024'],
+  },
+  {
+    title: 'pd.decode.engine.id longer than 1024 characters',
+    name: 'pd.drain',
+    span: { [Attr.decodeEngineId]: LONG },
+    mentions: [Attr.decodeEngineId, '1024'],
+  },
+  {
+    title: 'resource pd.engine.id longer than 1024 characters',
+    name: 'pd.handoff',
+    resource: { [ResourceAttr.engineId]: LONG },
+    mentions: [ResourceAttr.engineId, '1024'],
+  },
 ];
 
 describe('validateSpan: rejections name the offending key', () => {
@@ -539,7 +748,10 @@ describe('validateSpan: the order of checks follows the spec', () => {
     it(c.title, () => {
       const result = validateSpan(c.span, c.resource);
       if (result.status !== 'invalid') assert.fail(`expected invalid, got ${result.status}`);
-      assert.ok(result.reason.startsWith(c.first) || result.reason.includes(c.first), `reason ${JSON.stringify(result.reason)} should be about ${c.first}`);
+      assert.ok(
+        result.reason.startsWith(c.first) || result.reason.includes(c.first),
+        `reason ${JSON.stringify(result.reason)} should be about ${c.first}`,
+      );
     });
   }
 });
@@ -549,7 +761,9 @@ describe('validateSpan: spans outside the pd. namespace are not ours', () => {
     it(JSON.stringify(name), () => {
       assert.deepEqual(validateSpan(makeSpan(name), resourceFor('decode')), { status: 'not_ours' });
       // Not ours regardless of how broken the resource or attributes are.
-      assert.deepEqual(validateSpan(makeSpan(name, { attributes: {}, startTimeUnixNano: 0n, endTimeUnixNano: -5n }), {}), { status: 'not_ours' });
+      assert.deepEqual(validateSpan(makeSpan(name, { attributes: {}, startTimeUnixNano: 0n, endTimeUnixNano: -5n }), {}), {
+        status: 'not_ours',
+      });
     });
   }
 });
@@ -577,14 +791,41 @@ describe('validateSpan: never throws', () => {
     const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
     const SPAN_KEYS = Object.values(Attr);
     const RESOURCE_KEYS = Object.values(ResourceAttr);
-    const ENUM_STRINGS = ['accepted', 'rejected', 'ok', 'failed', 'timeout', 'release', 'quarantine', 'drained', 'forced', 'finished', 'mismatch', 'router', 'prefill', 'decode'];
+    const ENUM_STRINGS = [
+      'accepted',
+      'rejected',
+      'ok',
+      'failed',
+      'timeout',
+      'release',
+      'quarantine',
+      'drained',
+      'forced',
+      'finished',
+      'mismatch',
+      'router',
+      'prefill',
+      'decode',
+    ];
 
     const randomValue = (depth: number): AttrValue => {
       switch (int(depth > 2 ? 9 : 11)) {
         case 0:
           return pick(['', 'x', 'decode-0', 'true', 'false', '1', '-1', 'x'.repeat(1024 + int(3)), '\u0000', '\u{1F600}', ...ENUM_STRINGS]);
         case 1:
-          return pick([0, 1, -1, 1.5, -0, 2 ** 53, Number.MAX_SAFE_INTEGER, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, int(100_000)]);
+          return pick([
+            0,
+            1,
+            -1,
+            1.5,
+            -0,
+            2 ** 53,
+            Number.MAX_SAFE_INTEGER,
+            Number.NaN,
+            Number.POSITIVE_INFINITY,
+            Number.NEGATIVE_INFINITY,
+            int(100_000),
+          ]);
         case 2:
           return rand() < 0.5;
         case 3:
@@ -620,7 +861,8 @@ describe('validateSpan: never throws', () => {
       }
       return out;
     };
-    const randomNs = (): bigint => pick([0n, -1n, 1n, START_NS, START_NS + BigInt(int(1_000_000)), START_NS - BigInt(int(1_000_000)), 2n ** 64n - 1n]);
+    const randomNs = (): bigint =>
+      pick([0n, -1n, 1n, START_NS, START_NS + BigInt(int(1_000_000)), START_NS - BigInt(int(1_000_000)), 2n ** 64n - 1n]);
 
     const counts = { valid: 0, invalid: 0, not_ours: 0 };
     const ITERATIONS = 4000;
@@ -630,7 +872,8 @@ describe('validateSpan: never throws', () => {
       // Start from a valid span most of the time, so the random values reach every reader and some spans stay valid.
       const base = rand() < 0.1 ? makeSpan(name, { attributes: {} }) : makeSpan(name);
       const attributes = mutate(base.attributes, SPAN_KEYS, int(4));
-      const resource = rand() < 0.1 ? mutate({}, RESOURCE_KEYS, int(8)) : mutate(resourceFor(role), RESOURCE_KEYS, rand() < 0.7 ? 0 : int(3));
+      const resource =
+        rand() < 0.1 ? mutate({}, RESOURCE_KEYS, int(8)) : mutate(resourceFor(role), RESOURCE_KEYS, rand() < 0.7 ? 0 : int(3));
       const timed = rand() < 0.1 ? { startTimeUnixNano: randomNs(), endTimeUnixNano: randomNs() } : {};
       const span: OtlpSpan = { ...base, ...timed, attributes };
 
@@ -667,9 +910,11 @@ describe('validateSpan: never throws', () => {
 
 /** Asserts an `invalid` result whose field is `field` and whose reason contains every one of `parts`. */
 function assertRejected(result: ValidationResult, field: string, ...parts: string[]): string {
-  if (result.status !== 'invalid') assert.fail(`expected an invalid span, got ${JSON.stringify(result, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`);
+  if (result.status !== 'invalid')
+    assert.fail(`expected an invalid span, got ${JSON.stringify(result, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`);
   assert.equal(result.field, field);
-  for (const part of parts) assert.ok(result.reason.includes(part), `reason ${JSON.stringify(result.reason)} should mention ${JSON.stringify(part)}`);
+  for (const part of parts)
+    assert.ok(result.reason.includes(part), `reason ${JSON.stringify(result.reason)} should mention ${JSON.stringify(part)}`);
   return result.reason;
 }
 
@@ -720,7 +965,9 @@ const INT_CASES: Array<{ name: SpanName; key: string; field: string; where?: 're
 function withInt(c: (typeof INT_CASES)[number], value: AttrValue): ValidationResult {
   const set = { [c.key]: c.array ? [0, value] : value };
   const role = roleOf(c.name);
-  return c.where === 'resource' ? validateSpan(makeSpan(c.name), { ...resourceFor(role), ...set }) : validateSpan(validSpan(c.name, set), resourceFor(role));
+  return c.where === 'resource'
+    ? validateSpan(makeSpan(c.name), { ...resourceFor(role), ...set })
+    : validateSpan(validSpan(c.name, set), resourceFor(role));
 }
 
 describe('validateSpan: every integer fits the column it is stored in', () => {
@@ -752,21 +999,46 @@ describe('validateSpan: every integer fits the column it is stored in', () => {
   }
 
   it('the values once stored wrapped are rejected: generation 2^40, a page 2^33, rank 2^31+5', () => {
-    assertRejected(validateSpan(validSpan('pd.handoff', { [Attr.generation]: 2 ** 40 }), resourceFor('decode')), Attr.generation, 'number 1099511627776', 'UInt32');
-    assertRejected(validateSpan(validSpan('pd.kv.alloc', { [Attr.kvPages]: [1, 2 ** 33, 3] }), resourceFor('decode')), Attr.kvPages, 'number 8589934592', 'UInt32');
-    assertRejected(validateSpan(validSpan('pd.transfer', { [Attr.rank]: 2 ** 31 + 5 }), resourceFor('prefill')), Attr.rank, 'number 2147483653', 'Int32');
+    assertRejected(
+      validateSpan(validSpan('pd.handoff', { [Attr.generation]: 2 ** 40 }), resourceFor('decode')),
+      Attr.generation,
+      'number 1099511627776',
+      'UInt32',
+    );
+    assertRejected(
+      validateSpan(validSpan('pd.kv.alloc', { [Attr.kvPages]: [1, 2 ** 33, 3] }), resourceFor('decode')),
+      Attr.kvPages,
+      'number 8589934592',
+      'UInt32',
+    );
+    assertRejected(
+      validateSpan(validSpan('pd.transfer', { [Attr.rank]: 2 ** 31 + 5 }), resourceFor('prefill')),
+      Attr.rank,
+      'number 2147483653',
+      'Int32',
+    );
   });
 
   it('a bigint (an int64 past 2^53) is out of range of every column', () => {
-    assertRejected(validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: 2n ** 60n }), resourceFor('prefill')), Attr.transferBytes, 'bigint 1152921504606846976', 'UInt64');
-    assertRejected(validateSpan(validSpan('pd.hold', { [Attr.kvPages]: [2n ** 60n] }), resourceFor('decode')), Attr.kvPages, 'bigint 1152921504606846976');
+    assertRejected(
+      validateSpan(validSpan('pd.transfer', { [Attr.transferBytes]: 2n ** 60n }), resourceFor('prefill')),
+      Attr.transferBytes,
+      'bigint 1152921504606846976',
+      'UInt64',
+    );
+    assertRejected(
+      validateSpan(validSpan('pd.hold', { [Attr.kvPages]: [2n ** 60n] }), resourceFor('decode')),
+      Attr.kvPages,
+      'bigint 1152921504606846976',
+    );
   });
 });
 
 const NS_PER_MS = 1_000_000n;
 const NS_PER_DAY = 86_400_000_000_000n;
 /** An instant (or an interval, given its end) of `name` at `startNs`. */
-const at = (name: SpanName, startNs: bigint, endNs = startNs) => validateSpan(makeSpan(name, { startTimeUnixNano: startNs, endTimeUnixNano: endNs }), resourceFor(roleOf(name)));
+const at = (name: SpanName, startNs: bigint, endNs = startNs) =>
+  validateSpan(makeSpan(name, { startTimeUnixNano: startNs, endTimeUnixNano: endNs }), resourceFor(roleOf(name)));
 
 describe('validateSpan: times fit what can be stored', () => {
   it('MAX_TIME_NS is the last nanosecond of ClickHouse DateTime (2^32-1 seconds): 2106-02-07T06:28:15.999999999Z', () => {
@@ -775,8 +1047,17 @@ describe('validateSpan: times fit what can be stored', () => {
   });
 
   it('a start in the year 2300 (10413792000000000000 ns, past DateTime64(9) too) is rejected naming span.start_time', () => {
-    const reason = assertRejected(at('pd.hold', 10_413_792_000_000_000_000n), 'span.start_time', 'span.start_time', '2300-01-01T00:00:00.000000000Z', 'the last time holdscope can store');
-    assert.equal(reason, 'span.start_time: 2300-01-01T00:00:00.000000000Z is later than 2106-02-07T06:28:15.999999999Z, the last time holdscope can store');
+    const reason = assertRejected(
+      at('pd.hold', 10_413_792_000_000_000_000n),
+      'span.start_time',
+      'span.start_time',
+      '2300-01-01T00:00:00.000000000Z',
+      'the last time holdscope can store',
+    );
+    assert.equal(
+      reason,
+      'span.start_time: 2300-01-01T00:00:00.000000000Z is later than 2106-02-07T06:28:15.999999999Z, the last time holdscope can store',
+    );
   });
 
   it('a start at MAX_TIME_NS is accepted, one nanosecond later is rejected', () => {
@@ -816,7 +1097,13 @@ describe('validateSpan: times within a receiver window (clock skew and retention
 
   it('a start exactly the skew ahead is accepted, one nanosecond further is rejected naming span.start_time', () => {
     assert.equal(assertValid(inWindow('pd.hold', latest)).startNs, latest);
-    assertRejected(inWindow('pd.hold', latest + 1n), 'span.start_time', 'span.start_time', 'clock skew of 3600000 ms', '2026-12-05T12:00:00.000000000Z');
+    assertRejected(
+      inWindow('pd.hold', latest + 1n),
+      'span.start_time',
+      'span.start_time',
+      'clock skew of 3600000 ms',
+      '2026-12-05T12:00:00.000000000Z',
+    );
   });
 
   it('an interval ending more than the skew ahead is rejected naming span.end_time', () => {
@@ -843,7 +1130,9 @@ describe('validateSpan: times within a receiver window (clock skew and retention
   });
 
   it('spans not ours are not judged by the window', () => {
-    assert.deepEqual(validateSpan(makeSpan('http.request', { startTimeUnixNano: 1n, endTimeUnixNano: 1n }), {}, window), { status: 'not_ours' });
+    assert.deepEqual(validateSpan(makeSpan('http.request', { startTimeUnixNano: 1n, endTimeUnixNano: 1n }), {}, window), {
+      status: 'not_ours',
+    });
   });
 });
 

@@ -61,7 +61,8 @@ function describe(value: AttrValue | undefined): string {
  * sent (the protobuf decoder marks invalid UTF-8 with a lone surrogate, and JSON can carry one as `\ud800`).
  */
 const isUnicode = (text: string) => (text as string & { isWellFormed(): boolean }).isWellFormed();
-const NOT_UNICODE = (key: string) => `${key}: not valid Unicode text (invalid UTF-8, or a lone UTF-16 surrogate); it cannot be stored as sent`;
+const NOT_UNICODE = (key: string) =>
+  `${key}: not valid Unicode text (invalid UTF-8, or a lone UTF-16 surrogate); it cannot be stored as sent`;
 
 /** Reads typed attributes from one attribute map, rejecting with a reason that names the key. */
 class AttrReader {
@@ -131,7 +132,8 @@ class AttrReader {
     const value = this.attrs[key];
     if (!Array.isArray(value)) this.fail(key, 'an array of strings', value);
     for (const item of value) {
-      if (typeof item !== 'string' || item.length === 0 || item.length > MAX_STRING) this.fail(key, `an array of non-empty strings of at most ${MAX_STRING} characters`, item);
+      if (typeof item !== 'string' || item.length === 0 || item.length > MAX_STRING)
+        this.fail(key, `an array of non-empty strings of at most ${MAX_STRING} characters`, item);
       if (!isUnicode(item)) throw new Rejection(key, NOT_UNICODE(key));
     }
     return value as string[];
@@ -184,13 +186,24 @@ export function validateSpan(span: OtlpSpan, resource: AttrMap, window?: SpanTim
 function checkTimes(span: OtlpSpan, window: SpanTimeWindow | undefined): void {
   if (span.inexactTime) {
     const field = span.inexactTime === 'startTimeUnixNano' ? 'span.start_time' : 'span.end_time';
-    throw new Rejection(field, `${field}: sent as a JSON number past 2^53, whose last digits the JSON parser rounds; send 64-bit integers as decimal strings`);
+    throw new Rejection(
+      field,
+      `${field}: sent as a JSON number past 2^53, whose last digits the JSON parser rounds; send 64-bit integers as decimal strings`,
+    );
   }
   const start = span.startTimeUnixNano;
   const end = span.endTimeUnixNano;
   // The start first: the end is not before it, so when both are too late the start is the one to name.
-  if (start > MAX_TIME_NS) throw new Rejection('span.start_time', `span.start_time: ${isoNanos(start)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`);
-  if (end > MAX_TIME_NS) throw new Rejection('span.end_time', `span.end_time: ${isoNanos(end)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`);
+  if (start > MAX_TIME_NS)
+    throw new Rejection(
+      'span.start_time',
+      `span.start_time: ${isoNanos(start)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`,
+    );
+  if (end > MAX_TIME_NS)
+    throw new Rejection(
+      'span.end_time',
+      `span.end_time: ${isoNanos(end)} is later than ${isoNanos(MAX_TIME_NS)}, the last time holdscope can store`,
+    );
   if (!window) return;
   const latest = window.nowNs + window.maxFutureSkewNs;
   const ahead = (field: string, ns: bigint) =>
@@ -201,7 +214,10 @@ function checkTimes(span: OtlpSpan, window: SpanTimeWindow | undefined): void {
   if (start > latest) throw ahead('span.start_time', start);
   if (end > latest) throw ahead('span.end_time', end);
   if (start < window.oldestStartNs) {
-    throw new Rejection('span.start_time', `span.start_time: ${isoNanos(start)} is before ${isoNanos(window.oldestStartNs)}, the oldest time kept (the retention)`);
+    throw new Rejection(
+      'span.start_time',
+      `span.start_time: ${isoNanos(start)} is before ${isoNanos(window.oldestStartNs)}, the oldest time kept (the retention)`,
+    );
   }
 }
 
@@ -218,13 +234,19 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap, window: SpanTimeWindow 
   }
   if (!SPAN_NAME_SET.has(span.name)) {
     // The name is quoted for the sender, but only its start: it can be megabytes long.
-    const shown = span.name.length > MAX_QUOTED_NAME ? `${JSON.stringify(span.name.slice(0, MAX_QUOTED_NAME))}… (${span.name.length} characters)` : JSON.stringify(span.name);
+    const shown =
+      span.name.length > MAX_QUOTED_NAME
+        ? `${JSON.stringify(span.name.slice(0, MAX_QUOTED_NAME))}… (${span.name.length} characters)`
+        : JSON.stringify(span.name);
     throw new Rejection('span.name', `unknown PD span name ${shown}`);
   }
   const name = span.name as SpanName;
   const engine = readEngine(resource);
   if (!EMITTED_BY[name].includes(engine.role)) {
-    throw new Rejection(ResourceAttr.role, `${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`);
+    throw new Rejection(
+      ResourceAttr.role,
+      `${name} is emitted by ${EMITTED_BY[name].join(' or ')} engines, not by ${ResourceAttr.role}=${engine.role}`,
+    );
   }
   if (span.endTimeUnixNano < span.startTimeUnixNano) throw new Rejection('span.time', 'span ends before it starts');
   if (span.startTimeUnixNano <= 0n) throw new Rejection('span.time', 'span has no start time');
@@ -244,7 +266,11 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap, window: SpanTimeWindow 
   // nearly all of the validation of the bench's workload (about 1 µs this way), in the collector and the pipeline.
   switch (name) {
     case 'pd.admission':
-      return Object.assign(base, { name, outcome: attrs.oneOf(Attr.admissionOutcome, AdmissionOutcome), reason: attrs.optionalString(Attr.admissionReason, '') });
+      return Object.assign(base, {
+        name,
+        outcome: attrs.oneOf(Attr.admissionOutcome, AdmissionOutcome),
+        reason: attrs.optionalString(Attr.admissionReason, ''),
+      });
     case 'pd.kv.alloc':
       return Object.assign(base, { name, pages: attrs.intArray(Attr.kvPages), slots: attrs.int(Attr.kvSlots) });
     case 'pd.transfer':
@@ -278,9 +304,18 @@ function toEvent(span: OtlpSpan, resourceAttrs: AttrMap, window: SpanTimeWindow 
         decodeEngineId: attrs.string(Attr.decodeEngineId),
       });
     case 'pd.ack':
-      return Object.assign(base, { name, rank: attrs.int(Attr.rank), ackGeneration: attrs.int(Attr.ackGeneration), accepted: attrs.bool(Attr.ackAccepted) });
+      return Object.assign(base, {
+        name,
+        rank: attrs.int(Attr.rank),
+        ackGeneration: attrs.int(Attr.ackGeneration),
+        accepted: attrs.bool(Attr.ackAccepted),
+      });
     case 'pd.timeout':
-      return Object.assign(base, { name, missingRanks: attrs.intArray(Attr.timeoutMissingRanks), action: attrs.oneOf(Attr.timeoutAction, TimeoutAction) });
+      return Object.assign(base, {
+        name,
+        missingRanks: attrs.intArray(Attr.timeoutMissingRanks),
+        action: attrs.oneOf(Attr.timeoutAction, TimeoutAction),
+      });
     case 'pd.release':
       return Object.assign(base, { name, reason: attrs.oneOf(Attr.releaseReason, ReleaseReason), pages: attrs.intArray(Attr.kvPages) });
     case 'pd.checksum':

@@ -85,9 +85,14 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
   const cluster = options.cluster ?? '';
   const limits = options.readLimits ?? DEFAULT_READ_LIMITS;
   // The gauges' ranges are fixed: a range the read limits refuse would fail every refresh, so it stops the start-up.
-  for (const [what, ms] of [['window', windowMs], ['open-holds lookback', lookbackMs]] as const) {
+  for (const [what, ms] of [
+    ['window', windowMs],
+    ['open-holds lookback', lookbackMs],
+  ] as const) {
     if (ms > limits.maxReadWindowMs) {
-      throw new ConfigError(`lifecycle metrics: the ${what} (${describeDuration(ms)}) is wider than a read may cover (maxReadWindowMs: ${describeDuration(limits.maxReadWindowMs)})`);
+      throw new ConfigError(
+        `lifecycle metrics: the ${what} (${describeDuration(ms)}) is wider than a read may cover (maxReadWindowMs: ${describeDuration(limits.maxReadWindowMs)})`,
+      );
     }
   }
   const read = { limits };
@@ -132,7 +137,8 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
   });
   const pinnedFraction = new Gauge({
     name: 'holdscope_kv_pinned_fraction',
-    help: 'Peak share of KV capacity pinned by holds in the latest complete 10 s window, per decode engine (0..1; engines active ' + w + ')',
+    help:
+      'Peak share of KV capacity pinned by holds in the latest complete 10 s window, per decode engine (0..1; engines active ' + w + ')',
     labelNames: ['cluster', 'decode_engine'],
     registers,
   });
@@ -182,7 +188,20 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
     registers,
   });
 
-  const all = [resolutions, timeoutShare, tailP99, tailTimeout, tailHolds, tailOverTimeout, pinnedFraction, windowAborts, trailingAborts, openHolds, openPastTimeout, flags];
+  const all = [
+    resolutions,
+    timeoutShare,
+    tailP99,
+    tailTimeout,
+    tailHolds,
+    tailOverTimeout,
+    pinnedFraction,
+    windowAborts,
+    trailingAborts,
+    openHolds,
+    openPastTimeout,
+    flags,
+  ];
 
   async function collect() {
     const t = now();
@@ -191,10 +210,22 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
     const params = { from, to, cluster };
     // The seconds just before `to` are sampled by kv_pinned too, so the latest complete window is known in full.
     const [mix, tails, pinned, open, flagList] = await Promise.all([
-      runQuery<ResolutionRow>(client, database, 'resolution_mix', { ...params, bucket_seconds: String(Math.max(1, Math.ceil(windowMs / 1000))) }, read),
+      runQuery<ResolutionRow>(
+        client,
+        database,
+        'resolution_mix',
+        { ...params, bucket_seconds: String(Math.max(1, Math.ceil(windowMs / 1000))) },
+        read,
+      ),
       runQuery<TailRow>(client, database, 'transfer_tails', params, read),
       runQuery<PinnedRow>(client, database, 'kv_pinned', params, read),
-      runQuery<OpenRow>(client, database, 'open_holds', { ...params, from: new Date(t - lookbackMs).toISOString(), open_hold_grace_ms: String(thresholds.openHoldGraceMs) }, read),
+      runQuery<OpenRow>(
+        client,
+        database,
+        'open_holds',
+        { ...params, from: new Date(t - lookbackMs).toISOString(), open_hold_grace_ms: String(thresholds.openHoldGraceMs) },
+        read,
+      ),
       computeFlags(client, database, { from, to, cluster }, thresholds, { limits }),
     ]);
     return { t, mix, tails, pinned, open, flagList };
@@ -275,7 +306,10 @@ export function createLifecycleMetrics(options: LifecycleMetricsOptions): Lifecy
       refreshDuration.set((Date.now() - started) / 1000);
     } catch (error) {
       refreshFailures.inc();
-      log.warn({ err: error instanceof Error ? error.message : String(error), database }, 'lifecycle metrics refresh failed; keeping the previous values');
+      log.warn(
+        { err: error instanceof Error ? error.message : String(error), database },
+        'lifecycle metrics refresh failed; keeping the previous values',
+      );
     }
   }
 

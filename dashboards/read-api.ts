@@ -1,6 +1,16 @@
 import express, { type Request, type Response } from 'express';
 import { InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { computeFlags, DEFAULT_READ_LIMITS, getQuery, listQueries, readWindow, runQuery, runQueryCapped, type FlagThresholds, type ReadLimits } from '../queries/index.ts';
+import {
+  computeFlags,
+  DEFAULT_READ_LIMITS,
+  getQuery,
+  listQueries,
+  readWindow,
+  runQuery,
+  runQueryCapped,
+  type FlagThresholds,
+  type ReadLimits,
+} from '../queries/index.ts';
 import { sendError } from './http-errors.ts';
 
 /**
@@ -38,7 +48,6 @@ export interface ReadApiOptions {
   readLimits?: ReadLimits;
 }
 
-
 /** The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. */
 export function createReadApi({ client, database, log, flagThresholds, readLimits = DEFAULT_READ_LIMITS }: ReadApiOptions): express.Router {
   const router = express.Router();
@@ -48,12 +57,27 @@ export function createReadApi({ client, database, log, flagThresholds, readLimit
   router.get('/api/lifecycles', async (req: Request, res: Response) => {
     try {
       const { request_id: given, cluster = '', ...rest } = req.query;
-      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/lifecycles takes request_id (repeated) and cluster`);
+      if (Object.keys(rest).length > 0)
+        throw new InputError(
+          `unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/lifecycles takes request_id (repeated) and cluster`,
+        );
       if (typeof cluster !== 'string') throw new InputError('parameter "cluster" must be given once, as a plain value');
-      const ids = typeof given === 'string' ? [given] : Array.isArray(given) && given.every((id) => typeof id === 'string') ? (given as string[]) : undefined;
+      const ids =
+        typeof given === 'string'
+          ? [given]
+          : Array.isArray(given) && given.every((id) => typeof id === 'string')
+            ? (given as string[])
+            : undefined;
       if (!ids || ids.length === 0) throw new InputError('request_id is required: one or more plain values (request_id=a&request_id=b)');
-      if (ids.length > MAX_LOOKUP_REQUEST_IDS) throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
-      const lifecycles = await runQuery<{ request_id: string }>(client, database, 'lifecycles_by_requests', { request_ids: ids, cluster }, read);
+      if (ids.length > MAX_LOOKUP_REQUEST_IDS)
+        throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
+      const lifecycles = await runQuery<{ request_id: string }>(
+        client,
+        database,
+        'lifecycles_by_requests',
+        { request_ids: ids, cluster },
+        read,
+      );
       const found = new Set(lifecycles.map((l) => l.request_id));
       res.json({ lifecycles, not_found: [...new Set(ids)].filter((id) => !found.has(id)) });
     } catch (error) {
@@ -77,9 +101,11 @@ export function createReadApi({ client, database, log, flagThresholds, readLimit
   router.get('/api/flags', async (req: Request, res: Response) => {
     try {
       const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
-      if (Object.keys(rest).length > 0) throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
+      if (Object.keys(rest).length > 0)
+        throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
       const window = readWindow(from, to, readLimits);
-      if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit)) throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
+      if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit))
+        throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
       const report = await computeFlags(client, database, { from: window.from, to: window.to, cluster }, flagThresholds, {
         limitPerKind: limit === undefined ? undefined : Number(limit),
         limits: readLimits,

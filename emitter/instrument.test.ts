@@ -25,7 +25,12 @@ import { createPdEmitter, type EmitterDefaults, type PdEmitter, type RequestRef 
 // ---------------------------------------------------------------------------------------------------------
 
 const RESOURCES: Record<Role, AttrMap> = {
-  router: { [ResourceAttr.serviceName]: 'router', [ResourceAttr.role]: 'router', [ResourceAttr.engineId]: 'router-0', [ResourceAttr.engineVersion]: 'r-1.2' },
+  router: {
+    [ResourceAttr.serviceName]: 'router',
+    [ResourceAttr.role]: 'router',
+    [ResourceAttr.engineId]: 'router-0',
+    [ResourceAttr.engineVersion]: 'r-1.2',
+  },
   prefill: {
     [ResourceAttr.serviceName]: 'sglang-prefill',
     [ResourceAttr.role]: 'prefill',
@@ -241,7 +246,11 @@ const CASES: EmitCase[] = [
     role: 'prefill',
     interval: true,
     emit: (e) =>
-      e.drained(REQ, { rank: 1, chunksDropped: 2, inflight: 3, failedSends: 1, ackWithheld: true, decodeEngineId: 'decode-0' }, { start: START, end: END }),
+      e.drained(
+        REQ,
+        { rank: 1, chunksDropped: 2, inflight: 3, failedSends: 1, ackWithheld: true, decodeEngineId: 'decode-0' },
+        { start: START, end: END },
+      ),
     attrs: {
       [Attr.rank]: 1,
       [Attr.drainChunksDropped]: 2,
@@ -259,7 +268,11 @@ const CASES: EmitCase[] = [
     role: 'prefill',
     interval: true,
     emit: (e) =>
-      e.drained(REQ, { rank: 0, chunksDropped: 0, inflight: 0, failedSends: 0, ackWithheld: false, decodeEngineId: 'decode-0' }, { start: START, end: END }),
+      e.drained(
+        REQ,
+        { rank: 0, chunksDropped: 0, inflight: 0, failedSends: 0, ackWithheld: false, decodeEngineId: 'decode-0' },
+        { start: START, end: END },
+      ),
     attrs: {
       [Attr.rank]: 0,
       [Attr.drainChunksDropped]: 0,
@@ -487,7 +500,11 @@ describe('createPdEmitter: parent context', () => {
   it('an explicit options.context wins over defaults.contextFor (instant and interval)', () => {
     const p = pipeline('prefill', { contextFor: () => parentContext(LIFECYCLE_TRACE, LIFECYCLE_SPAN) });
     const explicit = parentContext(EXPLICIT_TRACE, EXPLICIT_SPAN);
-    p.emitter.drained(REQ, { rank: 0, chunksDropped: 0, inflight: 0, failedSends: 0, ackWithheld: false, decodeEngineId: 'decode-0' }, { start: START, end: END, context: explicit });
+    p.emitter.drained(
+      REQ,
+      { rank: 0, chunksDropped: 0, inflight: 0, failedSends: 0, ackWithheld: false, decodeEngineId: 'decode-0' },
+      { start: START, end: END, context: explicit },
+    );
     const interval = p.only();
     assert.equal(interval.spanContext().traceId, EXPLICIT_TRACE);
     assert.equal(interval.parentSpanContext?.spanId, EXPLICIT_SPAN);
@@ -533,11 +550,15 @@ describe('createPdEmitter: with no SDK registered', () => {
     };
     try {
       const noop = createPdEmitter();
-      const withParent = createPdEmitter(undefined, { contextFor: () => parentContext('4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7') });
+      const withParent = createPdEmitter(undefined, {
+        contextFor: () => parentContext('4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7'),
+      });
       for (const emitter of [noop, withParent]) {
         for (const c of CASES) assert.doesNotThrow(() => c.emit(emitter), c.title);
         assert.doesNotThrow(() => emitter.handoff(REQ));
-        assert.doesNotThrow(() => emitter.transferChunk(REQ, { rank: 0, chunkIndex: 0, pages: [], status: 'ok', bytes: 0, decodeEngineId: 'd' }, { start: START }));
+        assert.doesNotThrow(() =>
+          emitter.transferChunk(REQ, { rank: 0, chunkIndex: 0, pages: [], status: 'ok', bytes: 0, decodeEngineId: 'd' }, { start: START }),
+        );
       }
     } finally {
       ProxyTracer.prototype.startSpan = original;

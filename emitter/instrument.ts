@@ -32,7 +32,11 @@ export interface IntervalOptions {
 }
 
 export interface PdEmitter {
-  admissionDecided(req: RequestRef, attrs: { outcome: AdmissionOutcome; reason?: string }, options?: InstantOptions | IntervalOptions): void;
+  admissionDecided(
+    req: RequestRef,
+    attrs: { outcome: AdmissionOutcome; reason?: string },
+    options?: InstantOptions | IntervalOptions,
+  ): void;
   kvAllocated(req: RequestRef, attrs: { pages: number[]; slots: number }, options?: InstantOptions): void;
   transferChunk(
     req: RequestRef,
@@ -40,7 +44,11 @@ export interface PdEmitter {
     options: IntervalOptions,
   ): void;
   handoff(req: RequestRef, options?: InstantOptions): void;
-  holdStarted(req: RequestRef, attrs: { expectedRanks: number[]; timeoutMs: number; slots: number; pages: number[] }, options?: InstantOptions): void;
+  holdStarted(
+    req: RequestRef,
+    attrs: { expectedRanks: number[]; timeoutMs: number; slots: number; pages: number[] },
+    options?: InstantOptions,
+  ): void;
   drained(
     req: RequestRef,
     attrs: { rank: number; chunksDropped: number; inflight: number; failedSends: number; ackWithheld: boolean; decodeEngineId: string },
@@ -87,7 +95,8 @@ export function createPdEmitter(
   }
 
   return {
-    admissionDecided: (req, a, o) => emit(SpanName.admission, req, { [Attr.admissionOutcome]: a.outcome, ...(a.reason ? { [Attr.admissionReason]: a.reason } : {}) }, o),
+    admissionDecided: (req, a, o) =>
+      emit(SpanName.admission, req, { [Attr.admissionOutcome]: a.outcome, ...(a.reason ? { [Attr.admissionReason]: a.reason } : {}) }, o),
     kvAllocated: (req, a, o) => emit(SpanName.kvAlloc, req, { [Attr.kvPages]: a.pages, [Attr.kvSlots]: a.slots }, o),
     transferChunk: (req, a, o) =>
       emit(
@@ -105,7 +114,12 @@ export function createPdEmitter(
       ),
     handoff: (req, o) => emit(SpanName.handoff, req, {}, o),
     holdStarted: (req, a, o) =>
-      emit(SpanName.hold, req, { [Attr.holdExpectedRanks]: a.expectedRanks, [Attr.holdTimeoutMs]: a.timeoutMs, [Attr.kvSlots]: a.slots, [Attr.kvPages]: a.pages }, o),
+      emit(
+        SpanName.hold,
+        req,
+        { [Attr.holdExpectedRanks]: a.expectedRanks, [Attr.holdTimeoutMs]: a.timeoutMs, [Attr.kvSlots]: a.slots, [Attr.kvPages]: a.pages },
+        o,
+      ),
     drained: (req, a, o) =>
       emit(
         SpanName.drain,
@@ -120,8 +134,10 @@ export function createPdEmitter(
         },
         o,
       ),
-    ackReceived: (req, a, o) => emit(SpanName.ack, req, { [Attr.rank]: a.rank, [Attr.ackGeneration]: a.ackGeneration, [Attr.ackAccepted]: a.accepted }, o),
-    timeoutFired: (req, a, o) => emit(SpanName.timeout, req, { [Attr.timeoutMissingRanks]: a.missingRanks, [Attr.timeoutAction]: a.action }, o),
+    ackReceived: (req, a, o) =>
+      emit(SpanName.ack, req, { [Attr.rank]: a.rank, [Attr.ackGeneration]: a.ackGeneration, [Attr.ackAccepted]: a.accepted }, o),
+    timeoutFired: (req, a, o) =>
+      emit(SpanName.timeout, req, { [Attr.timeoutMissingRanks]: a.missingRanks, [Attr.timeoutAction]: a.action }, o),
     released: (req, a, o) => emit(SpanName.release, req, { [Attr.releaseReason]: a.reason, [Attr.kvPages]: a.pages }, o),
     checksumChecked: (req, a, o) => emit(SpanName.checksum, req, { [Attr.checksumOutcome]: a.outcome }, o),
     cancelled: (req, a, o) => emit(SpanName.cancel, req, { [Attr.cancelTargets]: a.targets }, o),

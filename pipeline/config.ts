@@ -13,15 +13,32 @@ const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected a
 /** Where ClickHouse is and how the schema is laid out; shared by the pipeline, `migrate`, `serve` and `query`. */
 export const storageConfigSchema = z.object({
   /** A ClickHouse server's HTTP URL (CLICKHOUSE_URL). Absent: embedded ClickHouse (chdb) under `data`. */
-  clickhouseUrl: key(z.url({ error: 'expected an http(s) URL such as http://clickhouse:8123' }).optional(), { help: 'ClickHouse HTTP URL; without it, embedded ClickHouse under --data', env: 'CLICKHOUSE_URL', placeholder: 'url' }),
+  clickhouseUrl: key(z.url({ error: 'expected an http(s) URL such as http://clickhouse:8123' }).optional(), {
+    help: 'ClickHouse HTTP URL; without it, embedded ClickHouse under --data',
+    env: 'CLICKHOUSE_URL',
+    placeholder: 'url',
+  }),
   clickhouseUser: key(z.string().default('default'), { help: 'ClickHouse user', env: 'CLICKHOUSE_USER', placeholder: 'user' }),
-  clickhousePassword: key(z.string().default(''), { help: 'ClickHouse password', env: 'CLICKHOUSE_PASSWORD', placeholder: 'password', secret: true }),
+  clickhousePassword: key(z.string().default(''), {
+    help: 'ClickHouse password',
+    env: 'CLICKHOUSE_PASSWORD',
+    placeholder: 'password',
+    secret: true,
+  }),
   /** Database holding holdscope's tables. */
-  database: key(identifier.default('holdscope'), { help: 'database holding holdscope\'s tables', env: 'CLICKHOUSE_DATABASE', placeholder: 'name' }),
+  database: key(identifier.default('holdscope'), {
+    help: "database holding holdscope's tables",
+    env: 'CLICKHOUSE_DATABASE',
+    placeholder: 'name',
+  }),
   /** Data directory of embedded ClickHouse: under the working directory so `npm start` keeps its data across runs. */
   data: key(z.string().min(1).default('.data/clickhouse'), { help: 'embedded ClickHouse data directory', placeholder: 'dir' }),
   /** ClickHouse cluster name for ON CLUSTER, Replicated and Distributed tables (CLICKHOUSE_CLUSTER). */
-  clickhouseCluster: key(identifier.optional(), { help: 'ClickHouse cluster: ON CLUSTER, Replicated and Distributed tables', env: 'CLICKHOUSE_CLUSTER', placeholder: 'name' }),
+  clickhouseCluster: key(identifier.optional(), {
+    help: 'ClickHouse cluster: ON CLUSTER, Replicated and Distributed tables',
+    env: 'CLICKHOUSE_CLUSTER',
+    placeholder: 'name',
+  }),
   retentionDays: spanTimeKeys.retentionDays,
 });
 export type StorageConfig = z.output<typeof storageConfigSchema>;
@@ -30,10 +47,18 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
   /** Kafka bootstrap brokers (KAFKA_BROKERS). */
   kafkaBrokers: key(brokerList(), { help: 'Kafka bootstrap brokers', env: 'KAFKA_BROKERS', placeholder: 'host:port,...' }),
   /** Topics read: holdscope's collector writes pd-spans; add otlp_spans to read the OpenTelemetry Collector's Kafka exporter. */
-  topics: key(z
-    .string()
-    .default('pd-spans')
-    .transform((s) => s.split(',').map((t) => t.trim()).filter((t) => t.length > 0)), { help: 'topics to read (add otlp_spans for the OpenTelemetry Collector Kafka exporter)', placeholder: 'list' }),
+  topics: key(
+    z
+      .string()
+      .default('pd-spans')
+      .transform((s) =>
+        s
+          .split(',')
+          .map((t) => t.trim())
+          .filter((t) => t.length > 0),
+      ),
+    { help: 'topics to read (add otlp_spans for the OpenTelemetry Collector Kafka exporter)', placeholder: 'list' },
+  ),
   groupId: key(z.string().min(1).default('holdscope-pipeline'), { help: 'consumer group', placeholder: 'id' }),
   /** Rows per INSERT. */
   maxBatchRows: key(intAtLeast(1).default(50_000), { help: 'rows per INSERT', placeholder: 'n' }),
@@ -48,7 +73,10 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * so a pipeline draining a backlog is not held. The stored records the window queries read trail the spans by up
    * to this much more; the lifecycles view does not.
    */
-  refreshIntervalMs: key(nonNegativeInt().default(1000), { help: 'least time between two refreshes of the stored records while rows keep coming', placeholder: 'ms' }),
+  refreshIntervalMs: key(nonNegativeInt().default(1000), {
+    help: 'least time between two refreshes of the stored records while rows keep coming',
+    placeholder: 'ms',
+  }),
   /**
    * Partitions processed concurrently by one instance (their rows share INSERTs): 8, so that on a broker that
    * returns small batches an INSERT still carries several partitions' rows.
@@ -62,7 +90,10 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * 360–376, 378–390, 389–404 and 402–404 MiB: 24 kept the process under 400 MiB. With 1 MiB fetches (below) 32 MiB
    * peaked at 324–329 MiB, with no throughput gain two runs could show.
    */
-  maxInFlightBytes: key(intAtLeast(1024).default(DEFAULT_MAX_IN_FLIGHT_BYTES), { help: 'encoded rows handed to ClickHouse and not yet acknowledged before the consumer waits', placeholder: 'bytes' }),
+  maxInFlightBytes: key(intAtLeast(1024).default(DEFAULT_MAX_IN_FLIGHT_BYTES), {
+    help: 'encoded rows handed to ClickHouse and not yet acknowledged before the consumer waits',
+    placeholder: 'bytes',
+  }),
   /**
    * Bytes fetched per partition per request (bounds memory with the concurrency: a fetch asks each broker for up to
    * this × `partitionsConsumedConcurrently`): 1 MiB, the Java client's max.partition.fetch.bytes. Fetched messages
@@ -71,7 +102,10 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * throughput within the runs' noise (18.0–21.8 k against 17.2–20.3 k spans/s, four runs each). The collector's
    * record batches are at most 1,000,000 bytes (its --max-message-bytes), so one always fits a fetch.
    */
-  maxBytesPerPartition: key(intAtLeast(1024).default(1024 * 1024), { help: 'bytes fetched per partition per request', placeholder: 'bytes' }),
+  maxBytesPerPartition: key(intAtLeast(1024).default(1024 * 1024), {
+    help: 'bytes fetched per partition per request',
+    placeholder: 'bytes',
+  }),
   sessionTimeoutMs: key(positiveNumber().default(30_000), { help: 'Kafka consumer group session timeout', placeholder: 'ms' }),
   heartbeatIntervalMs: key(positiveNumber().default(3_000), { help: 'Kafka consumer heartbeat interval', placeholder: 'ms' }),
   /**
@@ -81,7 +115,10 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    * 20 s keeps that under the shutdown deadline. (kafkajs's own default is 60 s.) Against librdkafka's mock cluster,
    * which answers a rejoin only after the session timeout minus 1 s, keep it above the session timeout minus 6 s.
    */
-  rebalanceTimeoutMs: key(positiveNumber().default(DEFAULT_REBALANCE_TIMEOUT_MS), { help: 'how long the group waits for members to rejoin in a rebalance', placeholder: 'ms' }),
+  rebalanceTimeoutMs: key(positiveNumber().default(DEFAULT_REBALANCE_TIMEOUT_MS), {
+    help: 'how long the group waits for members to rejoin in a rebalance',
+    placeholder: 'ms',
+  }),
   /**
    * Longest a fetch waits for data to arrive (ms): 500, the Java client's fetch.max.wait.ms. It bounds how stale a
    * quiet partition's first new span gets before the fetch returns, and how fast a SIGTERM or a rebalance is noticed;
@@ -92,9 +129,17 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
   /** Applied again as spans are read from Kafka: the OpenTelemetry Collector's exporter writes them unchecked. */
   maxClockSkewMs: spanTimeKeys.maxClockSkewMs,
   /** 9465, beside the OpenTelemetry Collector's and the Prometheus exporters' usual ports. */
-  metricsPort: key(port().default(9465), { help: 'port of /metrics, /healthz and /readyz', env: 'HOLDSCOPE_METRICS_PORT', placeholder: 'port' }),
+  metricsPort: key(port().default(9465), {
+    help: 'port of /metrics, /healthz and /readyz',
+    env: 'HOLDSCOPE_METRICS_PORT',
+    placeholder: 'port',
+  }),
   /** All interfaces: Prometheus scrapes the pipeline from another host. The port serves metrics only, no span data. */
-  metricsHost: key(z.string().min(1).default('0.0.0.0'), { help: 'listen address of the metrics port', env: 'HOLDSCOPE_METRICS_HOST', placeholder: 'address' }),
+  metricsHost: key(z.string().min(1).default('0.0.0.0'), {
+    help: 'listen address of the metrics port',
+    env: 'HOLDSCOPE_METRICS_HOST',
+    placeholder: 'address',
+  }),
 });
 export type PipelineConfig = z.output<typeof pipelineConfigSchema>;
 

@@ -31,12 +31,41 @@ const DECODE_RESOURCE: AttrMap = {
 };
 
 function span(name: string, spanId: string, attributes: AttrMap, startNs = START_NS): OtlpSpan {
-  return { traceId: '0af7651916cd43dd8448eb211c80319c', spanId, parentSpanId: '', name, kind: 1, startTimeUnixNano: startNs, endTimeUnixNano: startNs, attributes, statusCode: 0, statusMessage: '' };
+  return {
+    traceId: '0af7651916cd43dd8448eb211c80319c',
+    spanId,
+    parentSpanId: '',
+    name,
+    kind: 1,
+    startTimeUnixNano: startNs,
+    endTimeUnixNano: startNs,
+    attributes,
+    statusCode: 0,
+    statusMessage: '',
+  };
 }
 
 const hold = (requestId: string, spanId: string, startNs = START_NS) =>
-  span('pd.hold', spanId, { [Attr.requestId]: requestId, [Attr.generation]: 0, [Attr.holdExpectedRanks]: [0, 1], [Attr.holdTimeoutMs]: 30_000, [Attr.kvSlots]: 64, [Attr.kvPages]: [1, 2, 3, 4] }, startNs);
-const release = (requestId: string, spanId: string) => span('pd.release', spanId, { [Attr.requestId]: requestId, [Attr.generation]: 0, [Attr.releaseReason]: 'drained', [Attr.kvPages]: [1, 2, 3, 4] });
+  span(
+    'pd.hold',
+    spanId,
+    {
+      [Attr.requestId]: requestId,
+      [Attr.generation]: 0,
+      [Attr.holdExpectedRanks]: [0, 1],
+      [Attr.holdTimeoutMs]: 30_000,
+      [Attr.kvSlots]: 64,
+      [Attr.kvPages]: [1, 2, 3, 4],
+    },
+    startNs,
+  );
+const release = (requestId: string, spanId: string) =>
+  span('pd.release', spanId, {
+    [Attr.requestId]: requestId,
+    [Attr.generation]: 0,
+    [Attr.releaseReason]: 'drained',
+    [Attr.kvPages]: [1, 2, 3, 4],
+  });
 
 /**
  * A first ResourceSpans that encodes (protobuf) to exactly `length` bytes. The lengths the tests need are those whose
@@ -56,7 +85,10 @@ function firstResourceSpans(length: 9 | 10 | 13 | 32 | 123): OtlpResourceSpans {
       return { resource: {}, scopeSpans: scope(22) };
     case 123:
       // With a span (not ours), so the first ResourceSpans carries spans too.
-      return { resource: { 'service.name': 'gateway' }, scopeSpans: scope(0, [span('http.request', 'a1a2a3a4a5a6a7a8', { 'http.method': 'GET' })]) };
+      return {
+        resource: { 'service.name': 'gateway' },
+        scopeSpans: scope(0, [span('http.request', 'a1a2a3a4a5a6a7a8', { 'http.method': 'GET' })]),
+      };
   }
 }
 
@@ -65,8 +97,16 @@ function requestWithFirst(length: 9 | 10 | 13 | 32 | 123): OtlpTraceRequest {
   return {
     resourceSpans: [
       firstResourceSpans(length),
-      { resource: DECODE_RESOURCE, scopeSpans: [{ scope: { name: 'holdscope', version: '1' }, spans: [hold('r-1', '00000000000000a1'), release('r-1', '00000000000000a2')] }] },
-      { resource: { ...DECODE_RESOURCE, [ResourceAttr.engineId]: 'decode-1' }, scopeSpans: [{ scope: { name: 'holdscope', version: '1' }, spans: [hold('r-2', '00000000000000b1')] }] },
+      {
+        resource: DECODE_RESOURCE,
+        scopeSpans: [
+          { scope: { name: 'holdscope', version: '1' }, spans: [hold('r-1', '00000000000000a1'), release('r-1', '00000000000000a2')] },
+        ],
+      },
+      {
+        resource: { ...DECODE_RESOURCE, [ResourceAttr.engineId]: 'decode-1' },
+        scopeSpans: [{ scope: { name: 'holdscope', version: '1' }, spans: [hold('r-2', '00000000000000b1')] }],
+      },
     ],
   };
 }
@@ -89,7 +129,8 @@ function spansOf(request: OtlpTraceRequest): { resource: AttrMap; span: OtlpSpan
 }
 
 /** Headers as kafkajs gives them: Buffers. */
-const asKafkaHeaders = (headers: Record<string, string>): MessageHeaders => Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]));
+const asKafkaHeaders = (headers: Record<string, string>): MessageHeaders =>
+  Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]));
 const JSON_HEADERS = asKafkaHeaders({ 'content-type': 'application/json' });
 
 const LENGTHS = [9, 10, 13, 32, 123] as const;
@@ -106,26 +147,41 @@ describe('decodeMessage: protobuf whose first ResourceSpans length byte looks li
       assert.equal(spansOf(request).length, length === 123 ? 4 : 3);
       assert.deepEqual(spansOf(decodeMessage(protobuf)), spansOf(request), 'without headers');
       assert.deepEqual(spansOf(decodeMessage(protobuf, asKafkaHeaders(MESSAGE_HEADERS))), spansOf(request), "with the collector's headers");
-      assert.deepEqual(spansOf(decodeMessage(protobuf, { 'content-type': 'application/x-protobuf' })), spansOf(request), 'with a content type only');
+      assert.deepEqual(
+        spansOf(decodeMessage(protobuf, { 'content-type': 'application/x-protobuf' })),
+        spansOf(request),
+        'with a content type only',
+      );
     });
 
     it(`first ResourceSpans of ${length} bytes: JSON, with and without headers, after whitespace that starts with a newline`, () => {
       assert.deepEqual(spansOf(decodeMessage(json)), spansOf(request), 'without headers');
       assert.deepEqual(spansOf(decodeMessage(json, JSON_HEADERS)), spansOf(request), 'with a JSON content type');
-      assert.deepEqual(spansOf(decodeMessage(json, asKafkaHeaders({ 'holdscope-encoding': 'otlp_json' }))), spansOf(request), 'with holdscope-encoding');
+      assert.deepEqual(
+        spansOf(decodeMessage(json, asKafkaHeaders({ 'holdscope-encoding': 'otlp_json' }))),
+        spansOf(request),
+        'with holdscope-encoding',
+      );
       // Starting with 0x0a like protobuf: the ambiguous start, where the whole value decides.
       for (const lead of ['\n', '\n\t ', ' \r\n']) {
-        assert.deepEqual(spansOf(decodeMessage(Buffer.concat([Buffer.from(lead), json]))), spansOf(request), `after ${JSON.stringify(lead)}`);
+        assert.deepEqual(
+          spansOf(decodeMessage(Buffer.concat([Buffer.from(lead), json]))),
+          spansOf(request),
+          `after ${JSON.stringify(lead)}`,
+        );
       }
     });
 
     it(`first ResourceSpans of ${length} bytes: the PD spans validate into the same events either way`, () => {
       const fromProtobuf = eventsOf(protobuf);
-      assert.deepEqual(fromProtobuf.events.map((e) => [e.name, e.requestId, e.spanId, e.engine.id]), [
-        ['pd.hold', 'r-1', '00000000000000a1', 'decode-0'],
-        ['pd.release', 'r-1', '00000000000000a2', 'decode-0'],
-        ['pd.hold', 'r-2', '00000000000000b1', 'decode-1'],
-      ]);
+      assert.deepEqual(
+        fromProtobuf.events.map((e) => [e.name, e.requestId, e.spanId, e.engine.id]),
+        [
+          ['pd.hold', 'r-1', '00000000000000a1', 'decode-0'],
+          ['pd.release', 'r-1', '00000000000000a2', 'decode-0'],
+          ['pd.hold', 'r-2', '00000000000000b1', 'decode-1'],
+        ],
+      );
       assert.equal(fromProtobuf.notOurs, length === 123 ? 1 : 0);
       assert.deepEqual(eventsOf(json), fromProtobuf);
       assert.deepEqual(eventsOf(protobuf, asKafkaHeaders(MESSAGE_HEADERS)), fromProtobuf);
@@ -144,8 +200,14 @@ describe('decodeMessage: the headers declare the encoding, which is never guesse
   const json = Buffer.from(encodeOtlpJson(request));
 
   it('a value that is not what its headers declare is undecodable, not decoded as the other encoding', () => {
-    assert.throws(() => decodeMessage(protobuf, JSON_HEADERS), (err: unknown) => err instanceof InputError && /^json: /.test(err.message));
-    assert.throws(() => decodeMessage(json, asKafkaHeaders(MESSAGE_HEADERS)), (err: unknown) => err instanceof InputError && /^protobuf: /.test(err.message));
+    assert.throws(
+      () => decodeMessage(protobuf, JSON_HEADERS),
+      (err: unknown) => err instanceof InputError && /^json: /.test(err.message),
+    );
+    assert.throws(
+      () => decodeMessage(json, asKafkaHeaders(MESSAGE_HEADERS)),
+      (err: unknown) => err instanceof InputError && /^protobuf: /.test(err.message),
+    );
     assert.throws(() => eventsOf(json, asKafkaHeaders(MESSAGE_HEADERS)), InputError);
   });
 
@@ -154,8 +216,19 @@ describe('decodeMessage: the headers declare the encoding, which is never guesse
     assert.equal(declaredEncoding({ 'content-type': 'application/json', 'holdscope-encoding': 'zstd_magic' }), 'otlp_json');
     assert.equal(declaredEncoding({ 'content-type': 'Application/JSON; charset=utf-8' }), 'otlp_json');
     assert.equal(declaredEncoding({ 'content-type': 'application/protobuf' }), 'otlp_proto');
-    assert.equal(declaredEncoding({ 'content-type': [Buffer.from('application/json'), Buffer.from('application/x-protobuf')] }), 'otlp_proto', 'the last of a repeated header');
-    for (const headers of [undefined, {}, { 'content-type': 'text/plain' }, { 'holdscope-encoding': '__proto__' }, { 'content-type': 'constructor' }, { other: 'x' }]) {
+    assert.equal(
+      declaredEncoding({ 'content-type': [Buffer.from('application/json'), Buffer.from('application/x-protobuf')] }),
+      'otlp_proto',
+      'the last of a repeated header',
+    );
+    for (const headers of [
+      undefined,
+      {},
+      { 'content-type': 'text/plain' },
+      { 'holdscope-encoding': '__proto__' },
+      { 'content-type': 'constructor' },
+      { other: 'x' },
+    ]) {
       assert.equal(declaredEncoding(headers), undefined, JSON.stringify(headers));
     }
     assert.deepEqual(spansOf(decodeMessage(protobuf, { 'content-type': 'text/plain' })), spansOf(request));
@@ -176,19 +249,43 @@ describe('eventsOf and rowsOf: headers and the time window', () => {
   it('eventsOf rejects, naming the field, spans outside the window, and spans past what can be stored without one', () => {
     const request: OtlpTraceRequest = {
       resourceSpans: [
-        { resource: DECODE_RESOURCE, scopeSpans: [{ scope: { name: 's', version: '' }, spans: [hold('r-now', '01', START_NS), hold('r-old', '02', START_NS - 31n * 86_400_000_000_000n), hold('r-2300', '03', 10_413_792_000_000_000_000n)] }] },
+        {
+          resource: DECODE_RESOURCE,
+          scopeSpans: [
+            {
+              scope: { name: 's', version: '' },
+              spans: [
+                hold('r-now', '01', START_NS),
+                hold('r-old', '02', START_NS - 31n * 86_400_000_000_000n),
+                hold('r-2300', '03', 10_413_792_000_000_000_000n),
+              ],
+            },
+          ],
+        },
       ],
     };
     const value = Buffer.from(encodeOtlpProtobuf(request));
     const loose = eventsOf(value);
-    assert.deepEqual(loose.events.map((e) => e.requestId), ['r-now', 'r-old']);
-    assert.deepEqual(loose.invalid.map((i) => i.field), ['span.start_time']);
+    assert.deepEqual(
+      loose.events.map((e) => e.requestId),
+      ['r-now', 'r-old'],
+    );
+    assert.deepEqual(
+      loose.invalid.map((i) => i.field),
+      ['span.start_time'],
+    );
     const windowed = eventsOf(value, asKafkaHeaders(MESSAGE_HEADERS), spanTimeWindow(nowMs, 3_600_000, 30));
-    assert.deepEqual(windowed.events.map((e) => e.requestId), ['r-now']);
-    assert.deepEqual(windowed.invalid.map((i) => [i.field, /retention|the last time/.exec(i.reason)?.[0]]), [
-      ['span.start_time', 'retention'],
-      ['span.start_time', 'the last time'],
-    ]);
+    assert.deepEqual(
+      windowed.events.map((e) => e.requestId),
+      ['r-now'],
+    );
+    assert.deepEqual(
+      windowed.invalid.map((i) => [i.field, /retention|the last time/.exec(i.reason)?.[0]]),
+      [
+        ['span.start_time', 'retention'],
+        ['span.start_time', 'the last time'],
+      ],
+    );
   });
 
   it('rowsOf decodes each message by its headers and applies the window', async () => {

@@ -23,13 +23,18 @@ const MAX_PAIRS_PER_STATEMENT = 1000;
 /** The pairs, sorted by minute, in statement-sized runs. */
 export function planHoldMinuteStatements(pairs: readonly HoldMinute[]): HoldMinute[][] {
   // Each minute parsed once, for the order and the gaps.
-  const sorted = pairs.map((pair) => ({ pair, ms: Date.parse(`${pair[1].replace(' ', 'T')}Z`) })).sort((a, b) => a.ms - b.ms || (a.pair[0] < b.pair[0] ? -1 : a.pair[0] > b.pair[0] ? 1 : 0));
+  const sorted = pairs
+    .map((pair) => ({ pair, ms: Date.parse(`${pair[1].replace(' ', 'T')}Z`) }))
+    .sort((a, b) => a.ms - b.ms || (a.pair[0] < b.pair[0] ? -1 : a.pair[0] > b.pair[0] ? 1 : 0));
   const runs: HoldMinute[][] = [];
   let run: HoldMinute[] = [];
   let firstMs = 0;
   let lastMs = 0;
   for (const { pair, ms } of sorted) {
-    if (run.length > 0 && (run.length >= MAX_PAIRS_PER_STATEMENT || ms - lastMs > MAX_GAP_MINUTES * 60_000 || ms - firstMs >= MAX_SPAN_MINUTES * 60_000)) {
+    if (
+      run.length > 0 &&
+      (run.length >= MAX_PAIRS_PER_STATEMENT || ms - lastMs > MAX_GAP_MINUTES * 60_000 || ms - firstMs >= MAX_SPAN_MINUTES * 60_000)
+    ) {
       runs.push(run);
       run = [];
     }

@@ -37,14 +37,29 @@ export class InProcessQueue implements SpanQueue {
       return retryable(new OverloadedError(`${this.pending} spans waiting for ClickHouse`, { retryAfterMs: OVERLOADED_RETRY_MS }));
     }
     this.pending += spans;
-    const written = this.writer.write(rowsOf(messages.map((m) => ({ value: m.value, headers: MESSAGE_HEADERS })), this.options.metrics, this.options.log)).finally(() => {
-      this.pending -= spans;
-    });
+    const written = this.writer
+      .write(
+        rowsOf(
+          messages.map((m) => ({ value: m.value, headers: MESSAGE_HEADERS })),
+          this.options.metrics,
+          this.options.log,
+        ),
+      )
+      .finally(() => {
+        this.pending -= spans;
+      });
     let timer: NodeJS.Timeout | undefined;
     // A sender waits at most timeoutMs; rows still land later, and its retry is then a harmless duplicate.
     const late = new Promise<RetryableResult<void>>((resolve) => {
       timer = setTimeout(
-        () => resolve(retryable(new UnavailableError(`ClickHouse did not acknowledge within ${this.options.timeoutMs} ms`, { retryAfterMs: OVERLOADED_RETRY_MS * 2 }))),
+        () =>
+          resolve(
+            retryable(
+              new UnavailableError(`ClickHouse did not acknowledge within ${this.options.timeoutMs} ms`, {
+                retryAfterMs: OVERLOADED_RETRY_MS * 2,
+              }),
+            ),
+          ),
         this.options.timeoutMs,
       );
     });

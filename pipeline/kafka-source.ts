@@ -109,12 +109,14 @@ interface PartitionLine {
 
 type Offset = { topic: string; partition: number; offset: string };
 
-
 /**
  * What a consumer fetches at most: per partition, and per broker the partitions it processes at once (fetched
  * messages are Buffers outside the V8 heap limit, so this bounds them).
  */
-export function fetchByteLimits(maxBytesPerPartition: number, partitionsConsumedConcurrently: number): { maxBytesPerPartition: number; maxBytes: number } {
+export function fetchByteLimits(
+  maxBytesPerPartition: number,
+  partitionsConsumedConcurrently: number,
+): { maxBytesPerPartition: number; maxBytes: number } {
   return { maxBytesPerPartition, maxBytes: maxBytesPerPartition * Math.max(1, partitionsConsumedConcurrently) };
 }
 
@@ -340,7 +342,10 @@ export class KafkaSource {
     if (!stored) {
       // Only once the writer stopped (at shutdown): the batch stays at its line's head, so neither its offset nor
       // any later one of the partition is committed, and the partition's next owner reads them again.
-      this.options.log.warn({ topic: line.topic, partition: line.partition }, 'rows not stored (the writer stopped); their offsets are not committed');
+      this.options.log.warn(
+        { topic: line.topic, partition: line.partition },
+        'rows not stored (the writer stopped); their offsets are not committed',
+      );
       return;
     }
     handed.stored = true;
@@ -382,7 +387,9 @@ export class KafkaSource {
         metrics.commitsRefused.inc({ reason: refusal.type });
         log.warn(
           { partitions: offsets.length, reason: refusal.type },
-          refusal.rejoin ? 'offset commit refused by the group (rebalance); rejoining, the batches will be read again' : 'offset commit refused by the group; retrying with the next commit',
+          refusal.rejoin
+            ? 'offset commit refused by the group (rebalance); rejoining, the batches will be read again'
+            : 'offset commit refused by the group; retrying with the next commit',
         );
       } else {
         log.warn({ partitions: offsets.length, err: (error as Error).message }, 'offset commit failed; retrying with the next commit');

@@ -6,7 +6,14 @@ import type { PipelineMetrics } from './metrics.ts';
  * Samples the consumer group's lag (high watermark minus committed offset, summed over partitions) into
  * `holdscope_pipeline_consumer_lag_messages{topic}`. A failed sample keeps the last value and logs.
  */
-export function startLagMonitor(options: { kafka: Kafka; groupId: string; topics: string[]; metrics: PipelineMetrics; log: Logger; intervalMs?: number }): { sample(): Promise<void>; stop(): Promise<void> } {
+export function startLagMonitor(options: {
+  kafka: Kafka;
+  groupId: string;
+  topics: string[];
+  metrics: PipelineMetrics;
+  log: Logger;
+  intervalMs?: number;
+}): { sample(): Promise<void>; stop(): Promise<void> } {
   const admin = options.kafka.admin();
   let connected = false;
   let running = true;

@@ -5,10 +5,27 @@ export function createPipelineMetrics(registry = new Registry()) {
   return {
     registry,
     messages: new Counter({ name: 'holdscope_pipeline_messages_total', help: 'Kafka messages consumed', registers: [registry] }),
-    undecodable: new Counter({ name: 'holdscope_pipeline_undecodable_messages_total', help: 'Messages that are not OTLP traces (skipped)', registers: [registry] }),
-    invalidSpans: new Counter({ name: 'holdscope_pipeline_invalid_spans_total', help: 'PD spans that break the contract, by field', labelNames: ['field'], registers: [registry] }),
-    notOurs: new Counter({ name: 'holdscope_pipeline_spans_not_ours_total', help: 'Spans outside the pd. namespace (skipped)', registers: [registry] }),
-    rowsInserted: new Counter({ name: 'holdscope_pipeline_rows_inserted_total', help: 'Span rows acknowledged by ClickHouse', registers: [registry] }),
+    undecodable: new Counter({
+      name: 'holdscope_pipeline_undecodable_messages_total',
+      help: 'Messages that are not OTLP traces (skipped)',
+      registers: [registry],
+    }),
+    invalidSpans: new Counter({
+      name: 'holdscope_pipeline_invalid_spans_total',
+      help: 'PD spans that break the contract, by field',
+      labelNames: ['field'],
+      registers: [registry],
+    }),
+    notOurs: new Counter({
+      name: 'holdscope_pipeline_spans_not_ours_total',
+      help: 'Spans outside the pd. namespace (skipped)',
+      registers: [registry],
+    }),
+    rowsInserted: new Counter({
+      name: 'holdscope_pipeline_rows_inserted_total',
+      help: 'Span rows acknowledged by ClickHouse',
+      registers: [registry],
+    }),
     insertFailures: new Counter({
       name: 'holdscope_pipeline_insert_failures_total',
       help: 'Failed INSERTs of spans (and of dead letters) and record refreshes, by whether ClickHouse called the failure transient; retried, except INSERTs of rows ClickHouse refused (then split, see holdscope_pipeline_dead_letter_rows_total)',
@@ -39,8 +56,16 @@ export function createPipelineMetrics(registry = new Registry()) {
       help: 'Encoded span rows the Kafka consumer handed to the writer and ClickHouse has not acknowledged yet, in bytes (capped: past the cap the consumer waits)',
       registers: [registry],
     }),
-    lastInsert: new Gauge({ name: 'holdscope_pipeline_last_insert_timestamp_seconds', help: 'Unix time of the last successful INSERT', registers: [registry] }),
-    commits: new Counter({ name: 'holdscope_pipeline_offset_commits_total', help: 'Kafka offset commits after ClickHouse acknowledged', registers: [registry] }),
+    lastInsert: new Gauge({
+      name: 'holdscope_pipeline_last_insert_timestamp_seconds',
+      help: 'Unix time of the last successful INSERT',
+      registers: [registry],
+    }),
+    commits: new Counter({
+      name: 'holdscope_pipeline_offset_commits_total',
+      help: 'Kafka offset commits after ClickHouse acknowledged',
+      registers: [registry],
+    }),
     commitsRefused: new Counter({
       name: 'holdscope_pipeline_offset_commits_refused_total',
       help: 'Offset commits the consumer group refused, mostly during a rebalance (the batch is stored; it is read again), by kafkajs error type',

@@ -24,8 +24,12 @@ export interface Migration {
 
 /** Fills a migration's template from validated options; identifiers are checked, never taken from span data. */
 function render(sql: string, options: SchemaOptions): string[] {
-  for (const [key, value] of [['database', options.database], ['cluster', options.cluster ?? 'x']] as const) {
-    if (!IDENTIFIER.test(value)) throw new ConfigError(`${key}: expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(value)}`);
+  for (const [key, value] of [
+    ['database', options.database],
+    ['cluster', options.cluster ?? 'x'],
+  ] as const) {
+    if (!IDENTIFIER.test(value))
+      throw new ConfigError(`${key}: expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(value)}`);
   }
   if (!Number.isInteger(options.retentionDays) || options.retentionDays < 1) {
     throw new ConfigError(`retentionDays: expected an integer >= 1, got ${options.retentionDays}`);
@@ -86,7 +90,11 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   const applied = new Set(((await done.json()) as { version: number }[]).map((r) => Number(r.version)));
   const newly: string[] = [];
   const record = async (m: Migration) => {
-    await client.insert({ table: `${options.database}.schema_migrations`, values: [{ version: m.version, name: m.name }], format: 'JSONEachRow' });
+    await client.insert({
+      table: `${options.database}.schema_migrations`,
+      values: [{ version: m.version, name: m.name }],
+      format: 'JSONEachRow',
+    });
     log?.info({ migration: m.name }, 'applied migration');
     newly.push(m.name);
   };
@@ -112,7 +120,17 @@ export async function migrate(client: ClickHouseClient, options: SchemaOptions, 
   }
   // Retention may change between runs: TTLs follow the configuration every time.
   const local = options.cluster ? '_local' : '';
-  for (const [table, column] of [['spans', 'start_time'], ['lifecycle_states', 'first_seen'], ['lifecycle_records', 'bucket'], ['lifecycle_flags', 'bucket'], ['lifecycle_holds', 'bucket'], ['late_write_pages', 'landed_at'], ['page_allocations', 'allocated_at'], ['hold_minutes', 'minute'], ['span_dead_letters', 'dead_at']]) {
+  for (const [table, column] of [
+    ['spans', 'start_time'],
+    ['lifecycle_states', 'first_seen'],
+    ['lifecycle_records', 'bucket'],
+    ['lifecycle_flags', 'bucket'],
+    ['lifecycle_holds', 'bucket'],
+    ['late_write_pages', 'landed_at'],
+    ['page_allocations', 'allocated_at'],
+    ['hold_minutes', 'minute'],
+    ['span_dead_letters', 'dead_at'],
+  ]) {
     await run(
       `ALTER TABLE ${options.database}.${table}${local} ${onCluster} MODIFY TTL toDateTime(${column}) + INTERVAL ${options.retentionDays} DAY`,
       `setting the retention of ${table}`,
@@ -132,9 +150,15 @@ const RECOMPUTE_RECORDS_AFTER = new Set([3, 4, 5, 6]);
 const RECOMPUTE_HOLD_MINUTES_AFTER = new Set([10]);
 
 async function backfillRecords(client: ClickHouseClient, database: string, log?: Logger): Promise<void> {
-  const res = await client.query({ query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states', query_params: { db: database }, format: 'JSONEachRow' });
+  const res = await client.query({
+    query: 'SELECT count() AS n FROM {db:Identifier}.lifecycle_states',
+    query_params: { db: database },
+    format: 'JSONEachRow',
+  });
   const states = Number(((await res.json()) as { n: number | string }[])[0]?.n ?? 0);
   if (states === 0) return;
   log?.info({ states }, 'computing the stored records of the lifecycles already in ClickHouse');
-  await rebuildLifecycleRecords(client, database, { onProgress: (done, parts) => log?.info({ done, parts }, 'lifecycle records backfill') });
+  await rebuildLifecycleRecords(client, database, {
+    onProgress: (done, parts) => log?.info({ done, parts }, 'lifecycle records backfill'),
+  });
 }

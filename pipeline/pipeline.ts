@@ -10,7 +10,12 @@ import { SpanWriter } from './writer.ts';
 
 /** Opens ClickHouse as configured and brings the schema up to date. */
 export async function openStorage(config: StorageConfig, log: Logger): Promise<ClickHouseClient> {
-  const client = await createClickHouse({ url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data });
+  const client = await createClickHouse({
+    url: config.clickhouseUrl,
+    user: config.clickhouseUser,
+    password: config.clickhousePassword,
+    dataPath: config.data,
+  });
   await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
   return client;
 }
@@ -24,7 +29,15 @@ export interface WriterSettings {
 }
 
 export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
-  return new SpanWriter({ client, database: settings.database, maxBatchRows: settings.maxBatchRows, lingerMs: settings.lingerMs, refreshIntervalMs: settings.refreshIntervalMs, metrics, log });
+  return new SpanWriter({
+    client,
+    database: settings.database,
+    maxBatchRows: settings.maxBatchRows,
+    lingerMs: settings.lingerMs,
+    refreshIntervalMs: settings.refreshIntervalMs,
+    metrics,
+    log,
+  });
 }
 
 /** `holdscope pipeline`: Kafka in, ClickHouse out. `start`, then `shutdown` to stop after the batches in hand. */

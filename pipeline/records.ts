@@ -52,7 +52,11 @@ export class LifecycleKeySet {
  * the hold minutes their holds started in (migration 0010). Idempotent: running it again, or for a replayed batch,
  * writes the same records and minutes.
  */
-export async function refreshLifecycleRecords(client: ClickHouseClient, database: string, keys: readonly LifecycleKeyTuple[]): Promise<void> {
+export async function refreshLifecycleRecords(
+  client: ClickHouseClient,
+  database: string,
+  keys: readonly LifecycleKeyTuple[],
+): Promise<void> {
   const statements = keyStatements(database, keys);
   const touched = new Map<string, HoldMinute>();
   for (const { params, count } of statements) {
@@ -94,7 +98,7 @@ function keyStatements(database: string, keys: readonly LifecycleKeyTuple[]): { 
 /** The keys in parameter-sized chunks, in order. */
 function splitKeys(keys: readonly LifecycleKeyTuple[]): LifecycleKeyTuple[][] {
   const chunks: LifecycleKeyTuple[][] = [];
-  for (let first = 0; first < keys.length; ) {
+  for (let first = 0; first < keys.length;) {
     let end = first + 1;
     let text = keyText(keys[first] as LifecycleKeyTuple);
     for (; end < keys.length && end - first < MAX_KEYS_PER_PARAMETER; end++) {
@@ -108,7 +112,11 @@ function splitKeys(keys: readonly LifecycleKeyTuple[]): LifecycleKeyTuple[][] {
 }
 
 /** Recomputes every stored record, in `parts` statements (each merges about 1/parts of the lifecycles), then every hold minute. */
-export async function rebuildLifecycleRecords(client: ClickHouseClient, database: string, options: { parts?: number; onProgress?: (partsDone: number, parts: number) => void } = {}): Promise<void> {
+export async function rebuildLifecycleRecords(
+  client: ClickHouseClient,
+  database: string,
+  options: { parts?: number; onProgress?: (partsDone: number, parts: number) => void } = {},
+): Promise<void> {
   const parts = options.parts ?? 16;
   for (let part = 0; part < parts; part++) {
     try {

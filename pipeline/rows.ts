@@ -39,7 +39,14 @@ function ownColumns(e: PdEvent): Record<string, string | number | number[] | str
     case 'pd.kv.alloc':
       return { pages: e.pages, slots: e.slots };
     case 'pd.transfer':
-      return { rank: e.rank, chunk_index: e.chunkIndex, pages: e.pages, transfer_status: e.status, transfer_bytes: e.bytes, decode_engine_id: e.decodeEngineId };
+      return {
+        rank: e.rank,
+        chunk_index: e.chunkIndex,
+        pages: e.pages,
+        transfer_status: e.status,
+        transfer_bytes: e.bytes,
+        decode_engine_id: e.decodeEngineId,
+      };
     case 'pd.handoff':
       return {};
     case 'pd.hold':

@@ -206,7 +206,10 @@ export class SpanWriter {
       const { taken: batch, size: count } = takeUpTo(this.pending, this.options.maxBatchRows, (p) => p.batch.rows);
       this.insertsRunning++;
       try {
-        await this.store(batch.map((p) => p.batch.text), count);
+        await this.store(
+          batch.map((p) => p.batch.text),
+          count,
+        );
       } catch (error) {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
@@ -236,7 +239,11 @@ export class SpanWriter {
         const keys = new LifecycleKeySet();
         for (const request of taken) keys.addAll(request.keys);
         const rows = taken.reduce((n, r) => n + r.rows, 0);
-        await this.refreshRecords(keys.values(), rows, taken.flatMap((r) => r.waiters));
+        await this.refreshRecords(
+          keys.values(),
+          rows,
+          taken.flatMap((r) => r.waiters),
+        );
       }
     } finally {
       this.refreshing = undefined;
@@ -282,7 +289,12 @@ export class SpanWriter {
           await refreshLifecycleRecords(this.options.client, this.options.database, keys);
           stopTimer();
         },
-        { policy: this.options.retry ?? DEFAULT_RETRY_POLICY, signal: this.stopping.signal, classify: retryAlways(doing), onRetry: this.onRetry(doing) },
+        {
+          policy: this.options.retry ?? DEFAULT_RETRY_POLICY,
+          signal: this.stopping.signal,
+          classify: retryAlways(doing),
+          onRetry: this.onRetry(doing),
+        },
       );
     } catch (error) {
       for (const w of waiters) w.reject(error as Error);
@@ -308,7 +320,10 @@ export class SpanWriter {
     } catch (error) {
       refusal = this.refusal(error);
     }
-    this.options.log.warn({ err: refusal.message, rows }, 'ClickHouse refused the rows of an INSERT; inserting them in halves to find the refused ones');
+    this.options.log.warn(
+      { err: refusal.message, rows },
+      'ClickHouse refused the rows of an INSERT; inserting them in halves to find the refused ones',
+    );
     await this.storeDeadLetters(await this.isolateRefused(linesOf(texts), refusal));
   }
 
@@ -355,7 +370,12 @@ export class SpanWriter {
         });
         stopTimer();
       },
-      { policy: this.options.retry ?? DEFAULT_RETRY_POLICY, signal: this.stopping.signal, classify: retryUnlessContent(doing), onRetry: this.onRetry(doing) },
+      {
+        policy: this.options.retry ?? DEFAULT_RETRY_POLICY,
+        signal: this.stopping.signal,
+        classify: retryUnlessContent(doing),
+        onRetry: this.onRetry(doing),
+      },
     );
     metrics.rowsInserted.inc(rows);
     metrics.lastInsert.set(Date.now() / 1000);
@@ -382,11 +402,18 @@ export class SpanWriter {
     } catch (error) {
       const refusal = this.refusal(error);
       kept = false;
-      log.error({ err: refusal.message, deadLetters: values.map((v) => v.row.slice(0, 2000)) }, 'ClickHouse refused the dead letters too; logged here instead');
+      log.error(
+        { err: refusal.message, deadLetters: values.map((v) => v.row.slice(0, 2000)) },
+        'ClickHouse refused the dead letters too; logged here instead',
+      );
     }
     for (const v of values) metrics.deadLetterRows.inc({ code: String(v.error_code), error: v.error_name });
     log.error(
-      { rows: dead.length, errors: [...new Set(values.map((v) => `${v.error_code} ${v.error_name}`))], first: values[0]?.error_message.slice(0, 500) },
+      {
+        rows: dead.length,
+        errors: [...new Set(values.map((v) => `${v.error_code} ${v.error_name}`))],
+        first: values[0]?.error_message.slice(0, 500),
+      },
       `ClickHouse refused ${dead.length} span row${dead.length === 1 ? '' : 's'} for their content; ${kept ? `kept in ${database}.span_dead_letters` : 'logged'}, the other rows are stored`,
     );
   }
@@ -397,7 +424,10 @@ export class SpanWriter {
       const transient = clickHouseFailureKind(failure) === 'transient';
       this.options.metrics.insertFailures.inc({ retriable: String(transient) });
       // What is not transient waits for an operator (a schema, a login, a disk): said as an error.
-      this.options.log[transient ? 'warn' : 'error']({ err: failure.message, attempt: tries, retryInMs: pauseMs }, `${doing} failed; retrying`);
+      this.options.log[transient ? 'warn' : 'error'](
+        { err: failure.message, attempt: tries, retryInMs: pauseMs },
+        `${doing} failed; retrying`,
+      );
     };
   }
 

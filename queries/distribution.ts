@@ -87,7 +87,14 @@ function resolutionFlags(rows: GroupRow[], t: FlagThresholds): Flag[] {
           threshold: t.timeoutHeavyShare,
           sample_size: resolved,
           summary: `${round((100 * row.timeouts) / resolved, 1)}% of ${resolved} holds on ${scopeText(scope)} resolved by timeout (95% lower bound ${round(100 * lower, 1)}% > ${100 * t.timeoutHeavyShare}%): acks are not arriving or transfer tails outlast the drain; check ack delivery and the backend's ack protocol.`,
-          evidence: { holds: resolved, timeouts: row.timeouts, drained: row.drained, open: row.open, timeout_share: round(row.timeouts / resolved), wilson_lower_bound: round(lower) },
+          evidence: {
+            holds: resolved,
+            timeouts: row.timeouts,
+            drained: row.drained,
+            open: row.open,
+            timeout_share: round(row.timeouts / resolved),
+            wilson_lower_bound: round(lower),
+          },
         });
       }
     } else if (resolved >= t.pairingMinHolds && row.timeouts / resolved >= t.pairingTimeoutShare) {
@@ -122,8 +129,18 @@ function tailFlags(rows: TailRow[], t: FlagThresholds): Flag[] {
       sample_size: row.holds,
       summary:
         `p99 transfer tail of prefill ${row.prefill_engine} over ${row.backend} is ${Math.round(row.p99_ms)} ms against a ${row.timeout_ms} ms hold timeout` +
-        (critical ? `, and ${row.over_timeout} write(s) completed after the timeout: releases on timeout are racing live writes; bound transfer batches or lengthen the hold.` : ': timeouts are close to releasing pages under live writes; bound transfer batches or lengthen the hold.'),
-      evidence: { holds: row.holds, p50_ms: row.p50_ms, p90_ms: row.p90_ms, p99_ms: row.p99_ms, max_ms: row.max_ms, timeout_ms: row.timeout_ms, over_timeout: row.over_timeout },
+        (critical
+          ? `, and ${row.over_timeout} write(s) completed after the timeout: releases on timeout are racing live writes; bound transfer batches or lengthen the hold.`
+          : ': timeouts are close to releasing pages under live writes; bound transfer batches or lengthen the hold.'),
+      evidence: {
+        holds: row.holds,
+        p50_ms: row.p50_ms,
+        p90_ms: row.p90_ms,
+        p99_ms: row.p99_ms,
+        max_ms: row.max_ms,
+        timeout_ms: row.timeout_ms,
+        over_timeout: row.over_timeout,
+      },
     });
   }
   return flags;
@@ -164,14 +181,27 @@ function capacityFlags(rows: PinnedRow[], window: FlagWindow, t: FlagThresholds)
       threshold: t.pinnedCapacityShare,
       sample_size: row.aborts,
       summary: `During an abort storm on decode ${row.decode_engine} (${row.aborts} aborts in 10 s from ${row.window_start}, ${base} is usual), holds pinned ${Math.round((100 * row.peak_pinned_slots) / capacity)}% of its KV capacity: new requests queue behind held pages; shorten hold timeouts or fix ack delivery.`,
-      evidence: { window_start: row.window_start, aborts: row.aborts, trailing_median_aborts: base, peak_pinned_slots: row.peak_pinned_slots, capacity_slots: capacity, storm_windows_over_threshold: stormWindowCount },
+      evidence: {
+        window_start: row.window_start,
+        aborts: row.aborts,
+        trailing_median_aborts: base,
+        peak_pinned_slots: row.peak_pinned_slots,
+        capacity_slots: capacity,
+        storm_windows_over_threshold: stormWindowCount,
+      },
     });
   }
   return flags;
 }
 
 /** The distribution kinds: timeout_heavy, pairing_incompatible, long_transfer_tail, kv_capacity_exhaustion. */
-export async function distributionFlags(client: ClickHouseClient, database: string, window: FlagWindow, thresholds: FlagThresholds, read: ReadOptions = {}): Promise<Flag[]> {
+export async function distributionFlags(
+  client: ClickHouseClient,
+  database: string,
+  window: FlagWindow,
+  thresholds: FlagThresholds,
+  read: ReadOptions = {},
+): Promise<Flag[]> {
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
   const [groups, tails, pinned] = await Promise.all([
     runQuery<GroupRow>(client, database, 'hold_resolution_groups', params, read),

@@ -58,9 +58,13 @@ export function loadFlagThresholds(env: NodeJS.ProcessEnv = process.env): FlagTh
   } catch {
     throw new ConfigError(`HOLDSCOPE_FLAG_THRESHOLDS: expected a JSON object, got ${JSON.stringify(text.slice(0, 60))}`);
   }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('HOLDSCOPE_FLAG_THRESHOLDS: expected a JSON object');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new ConfigError('HOLDSCOPE_FLAG_THRESHOLDS: expected a JSON object');
   const unknown = Object.keys(raw).filter((k) => !(k in flagThresholdsSchema.shape));
-  if (unknown.length > 0) throw new ConfigError(`HOLDSCOPE_FLAG_THRESHOLDS: unknown key(s) ${unknown.join(', ')}; known: ${Object.keys(flagThresholdsSchema.shape).join(', ')}`);
+  if (unknown.length > 0)
+    throw new ConfigError(
+      `HOLDSCOPE_FLAG_THRESHOLDS: unknown key(s) ${unknown.join(', ')}; known: ${Object.keys(flagThresholdsSchema.shape).join(', ')}`,
+    );
   return parseConfig(flagThresholdsSchema, raw as Record<string, unknown>, (key) => `HOLDSCOPE_FLAG_THRESHOLDS.${key}`);
 }
 

@@ -44,7 +44,8 @@ interface VictimRow {
   victim_generation: number;
 }
 
-const lifecycleKey = (r: { cluster: string; request_id: string; generation: number }) => JSON.stringify([r.cluster, r.request_id, r.generation]);
+const lifecycleKey = (r: { cluster: string; request_id: string; generation: number }) =>
+  JSON.stringify([r.cluster, r.request_id, r.generation]);
 
 function lateWriteEvidence(victims: VictimRow[]) {
   const pages = [...new Set(victims.map((v) => v.page))].sort((a, b) => a - b);
@@ -79,7 +80,9 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
         severity: 'critical',
         summary:
           `${row.late_writes} write(s) of ${who} landed after its pages were released (${row.release_reason}); ` +
-          (owners ? `pages then owned by ${owners} were overwritten: treat their output as corrupt and raise the hold timeout above the transfer tail.` : 'the pages were free at the time: raise the hold timeout above the transfer tail.'),
+          (owners
+            ? `pages then owned by ${owners} were overwritten: treat their output as corrupt and raise the hold timeout above the transfer tail.`
+            : 'the pages were free at the time: raise the hold timeout above the transfer tail.'),
         evidence: { release_at: row.release_at, release_reason: row.release_reason, late_writes: row.late_writes, ...evidence },
       };
     }
@@ -89,7 +92,14 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
         kind: row.kind,
         severity: 'critical',
         summary: `${who} was released by timeout while ${row.in_flight_at_release + row.chunks_failed + row.chunks_timeout} write(s) had no completion evidence; its pages may still be written: lengthen the hold or quarantine on timeout.`,
-        evidence: { hold_start: row.hold_start, release_at: row.release_at, hold_timeout_ms: row.hold_timeout_ms, in_flight_at_release: row.in_flight_at_release, chunks_failed: row.chunks_failed, chunks_timeout: row.chunks_timeout },
+        evidence: {
+          hold_start: row.hold_start,
+          release_at: row.release_at,
+          hold_timeout_ms: row.hold_timeout_ms,
+          in_flight_at_release: row.in_flight_at_release,
+          chunks_failed: row.chunks_failed,
+          chunks_timeout: row.chunks_timeout,
+        },
       };
     case 'ack_after_failed_send':
       return {
@@ -97,7 +107,12 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
         kind: row.kind,
         severity: 'critical',
         summary: `A prefill rank acknowledged the drain of ${who} despite failed sends, so decode trusted writes that may still land: the prefill engine must withhold its ack after a failed send.`,
-        evidence: { acks_after_failed_send: row.acks_after_failed_send, chunks_failed: row.chunks_failed, chunks_timeout: row.chunks_timeout, release_reason: row.release_reason },
+        evidence: {
+          acks_after_failed_send: row.acks_after_failed_send,
+          chunks_failed: row.chunks_failed,
+          chunks_timeout: row.chunks_timeout,
+          release_reason: row.release_reason,
+        },
       };
     case 'stale_ack_consumed':
       return {
@@ -168,7 +183,13 @@ export async function computeFlags(
   const siblings = new AbortController();
   const read = { limits: options.limits, signal: siblings.signal };
   const [rows, victims, distribution] = await Promise.all([
-    runQuery<LifecycleFlagRow>(client, database, 'flags_lifecycle', { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs), limit_per_kind: String(limitPerKind) }, read),
+    runQuery<LifecycleFlagRow>(
+      client,
+      database,
+      'flags_lifecycle',
+      { ...params, open_hold_grace_ms: String(thresholds.openHoldGraceMs), limit_per_kind: String(limitPerKind) },
+      read,
+    ),
     // Victims only of the late writes listed (the same most recent ones): the as-of join over every late write of a
     // storm is what costs.
     runQuery<VictimRow>(client, database, 'late_write_victims', { ...params, writers_per_cluster: String(limitPerKind) }, read),
@@ -184,7 +205,10 @@ export async function computeFlags(
     if (list) list.push(v);
     else victimsOf.set(key, [v]);
   }
-  const flags = [...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])), ...distribution];
+  const flags = [
+    ...rows.map((row) => lifecycleFlag(row, row.kind === 'late_write' ? (victimsOf.get(lifecycleKey(row)) ?? []) : [])),
+    ...distribution,
+  ];
   // Lifecycle kinds count every flag of the range (kind_total); distribution flags are all listed.
   const kindTotal = new Map(rows.map((row) => [JSON.stringify([row.cluster, row.kind]), Number(row.kind_total)]));
   const totals = new Map<string, FlagTotal>();
@@ -196,7 +220,10 @@ export async function computeFlags(
   }
   return {
     flags: flags.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind)),
-    totals: [...totals.values()].sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind) || a.cluster.localeCompare(b.cluster)),
+    totals: [...totals.values()].sort(
+      (a, b) =>
+        SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || a.kind.localeCompare(b.kind) || a.cluster.localeCompare(b.cluster),
+    ),
     limitPerKind,
   };
 }

@@ -6,7 +6,12 @@ test('parses ClickHouse Array(String) text: quotes doubled or escaped, backslash
   assert.deepEqual(parseStringListText("['a','b']"), ['a', 'b']);
   assert.deepEqual(parseStringListText(' [ ] '), []);
   assert.deepEqual(parseStringListText("[ 'it''s' , 'x\\'y' ]"), ["it's", "x'y"]);
-  assert.deepEqual(parseStringListText("['back\\\\slash','tab\\there','new\\nline','[,]']"), ['back\\slash', 'tab\there', 'new\nline', '[,]']);
+  assert.deepEqual(parseStringListText("['back\\\\slash','tab\\there','new\\nline','[,]']"), [
+    'back\\slash',
+    'tab\there',
+    'new\nline',
+    '[,]',
+  ]);
   assert.deepEqual(parseStringListText("['']"), ['']);
 });
 

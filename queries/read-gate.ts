@@ -38,10 +38,13 @@ export class ReadGate {
     if (this.queue.length >= this.maxQueued) {
       stats.refused++;
       return Promise.reject(
-        new UnavailableError(`${this.running} reads running and ${this.queue.length} waiting (maxQueuedReads ${this.maxQueued}): read refused, retry later`, {
-          code: 'READS_BUSY',
-          retryAfterMs: BUSY_RETRY_AFTER_MS,
-        }),
+        new UnavailableError(
+          `${this.running} reads running and ${this.queue.length} waiting (maxQueuedReads ${this.maxQueued}): read refused, retry later`,
+          {
+            code: 'READS_BUSY',
+            retryAfterMs: BUSY_RETRY_AFTER_MS,
+          },
+        ),
       );
     }
     return new Promise((resolve, reject) => {

@@ -33,28 +33,44 @@ export const readLimitsSchema = z.object({
    * ClickHouse a read delays the pipeline's record refresh by up to this much (its parameterized queries run one at a
    * time, docs/operations.md), so `holdscope start` acknowledges spans that much later at worst.
    */
-  maxReadSeconds: key(intAtLeast(1).default(30), { help: "ClickHouse max_execution_time of each read query", env: 'HOLDSCOPE_MAX_READ_SECONDS', placeholder: 's' }),
+  maxReadSeconds: key(intAtLeast(1).default(30), {
+    help: 'ClickHouse max_execution_time of each read query',
+    env: 'HOLDSCOPE_MAX_READ_SECONDS',
+    placeholder: 's',
+  }),
   /**
    * ClickHouse's max_memory_usage of each read query (bytes); a query stopped by it answers 400 naming it. @default
    * 1 GiB: each query of a week-wide /api/flags over the fault test's 100,000 lifecycles (test/faults/read-flood.test.ts)
    * ran within 64 MiB (late_write_victims, the largest), which leaves room for much busier stores; with
    * `maxConcurrentReads` a process's reads hold at most 6 GiB of a ClickHouse server.
    */
-  maxReadMemoryBytes: key(intAtLeast(16 * MIB).default(1024 * MIB), { help: 'ClickHouse max_memory_usage of each read query', env: 'HOLDSCOPE_MAX_READ_MEMORY_BYTES', placeholder: 'bytes' }),
+  maxReadMemoryBytes: key(intAtLeast(16 * MIB).default(1024 * MIB), {
+    help: 'ClickHouse max_memory_usage of each read query',
+    env: 'HOLDSCOPE_MAX_READ_MEMORY_BYTES',
+    placeholder: 'bytes',
+  }),
   /**
    * Read queries running in ClickHouse at once per process; the rest wait their turn. @default 6: /api/flags runs five
    * queries at once, which a ClickHouse server runs in parallel (its p95 is timed that way, docs/benchmarks.md), and the
    * page's pairing review a sixth beside them. A client from `openReadClient` on embedded ClickHouse runs one at a time
    * whatever this says (queries/read-gate.ts says why).
    */
-  maxConcurrentReads: key(intAtLeast(1).default(6), { help: 'read queries running in ClickHouse at once', env: 'HOLDSCOPE_MAX_CONCURRENT_READS', placeholder: 'n' }),
+  maxConcurrentReads: key(intAtLeast(1).default(6), {
+    help: 'read queries running in ClickHouse at once',
+    env: 'HOLDSCOPE_MAX_CONCURRENT_READS',
+    placeholder: 'n',
+  }),
   /**
    * Read queries waiting for a turn, past which a read is refused with 503 and Retry-After. @default 32: three loads of
    * the on-call page at once (nine queries each) behind those running. On embedded ClickHouse, where reads run one at
    * a time, a longer queue only makes each wait longer than the page's refresh (the fault test's week-wide /api/flags
    * took about 2.4 s each: 64 queued queries were a 30 s wait).
    */
-  maxQueuedReads: key(intAtLeast(0).default(32), { help: 'read queries waiting for a turn before reads are refused (503)', env: 'HOLDSCOPE_MAX_QUEUED_READS', placeholder: 'n' }),
+  maxQueuedReads: key(intAtLeast(0).default(32), {
+    help: 'read queries waiting for a turn before reads are refused (503)',
+    env: 'HOLDSCOPE_MAX_QUEUED_READS',
+    placeholder: 'n',
+  }),
 });
 export type ReadLimits = z.output<typeof readLimitsSchema>;
 
@@ -67,9 +83,17 @@ export const DEFAULT_READ_LIMITS: ReadLimits = Object.freeze(readLimitsSchema.pa
  */
 export const queryReadLimitsSchema = readLimitsSchema.extend({
   /** @default 31 days: every day of the default 30-day retention, so any stored range can be read in one query. */
-  maxReadWindowMs: key(intAtLeast(SECOND_MS).default(31 * DAY_MS), { help: 'widest from..to one query may cover', env: 'HOLDSCOPE_QUERY_MAX_READ_WINDOW_MS', placeholder: 'ms' }),
+  maxReadWindowMs: key(intAtLeast(SECOND_MS).default(31 * DAY_MS), {
+    help: 'widest from..to one query may cover',
+    env: 'HOLDSCOPE_QUERY_MAX_READ_WINDOW_MS',
+    placeholder: 'ms',
+  }),
   /** @default 600: a month-wide postmortem query at 875,000 lifecycles an hour; the operator waits at a terminal. */
-  maxReadSeconds: key(intAtLeast(1).default(600), { help: 'ClickHouse max_execution_time of the query', env: 'HOLDSCOPE_QUERY_MAX_READ_SECONDS', placeholder: 's' }),
+  maxReadSeconds: key(intAtLeast(1).default(600), {
+    help: 'ClickHouse max_execution_time of the query',
+    env: 'HOLDSCOPE_QUERY_MAX_READ_SECONDS',
+    placeholder: 's',
+  }),
 });
 
 /**
@@ -92,14 +116,24 @@ export function parseReadTime(value: string, name: string): number {
   const m = ISO_TIME.exec(value.trim());
   const expected = `${name}: expected an ISO 8601 time such as 2026-12-01T00:00:00Z, got ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
   if (!m) throw new InputError(expected);
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map((part) => Number(part ?? 0)) as [number, number, number, number, number, number];
-  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59) throw new InputError(expected);
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map((part) => Number(part ?? 0)) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59)
+    throw new InputError(expected);
   const fraction = Number(`0.${m[7] ?? '0'}`);
   const zone = (m[8] ?? 'Z').toUpperCase();
   const offsetMin = zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(-2)));
   const ms = Date.UTC(year, month - 1, day, hour, minute, second) + Math.floor(fraction * 1000) - offsetMin * 60_000;
   if (ms < MIN_READ_TIME_MS || ms > MAX_READ_TIME_MS) {
-    throw new InputError(`${name}: ${value} is outside the times holdscope can read (${new Date(MIN_READ_TIME_MS).toISOString()} to ${new Date(MAX_READ_TIME_MS).toISOString()})`);
+    throw new InputError(
+      `${name}: ${value} is outside the times holdscope can read (${new Date(MIN_READ_TIME_MS).toISOString()} to ${new Date(MAX_READ_TIME_MS).toISOString()})`,
+    );
   }
   return ms;
 }
@@ -108,7 +142,11 @@ export function parseReadTime(value: string, name: string): number {
 export function describeDuration(ms: number): string {
   const parts: string[] = [];
   let rest = ms;
-  for (const [unit, name] of [[DAY_MS, 'day'], [HOUR_MS, 'hour'], [60_000, 'minute']] as const) {
+  for (const [unit, name] of [
+    [DAY_MS, 'day'],
+    [HOUR_MS, 'hour'],
+    [60_000, 'minute'],
+  ] as const) {
     const n = Math.floor(rest / unit);
     if (n > 0) parts.push(`${n} ${name}${n === 1 ? '' : 's'}`);
     rest -= n * unit;
@@ -118,8 +156,16 @@ export function describeDuration(ms: number): string {
 }
 
 /** Refuses a range that ends before it starts or is wider than `maxWindowMs`, naming the parameters and the limit. */
-export function checkReadWindow(fromMs: number, toMs: number, maxWindowMs: number, names: { from: string; to: string } = { from: 'from', to: 'to' }): void {
-  if (toMs <= fromMs) throw new InputError(`${names.to} must be after ${names.from} (got ${new Date(fromMs).toISOString()} .. ${new Date(toMs).toISOString()})`);
+export function checkReadWindow(
+  fromMs: number,
+  toMs: number,
+  maxWindowMs: number,
+  names: { from: string; to: string } = { from: 'from', to: 'to' },
+): void {
+  if (toMs <= fromMs)
+    throw new InputError(
+      `${names.to} must be after ${names.from} (got ${new Date(fromMs).toISOString()} .. ${new Date(toMs).toISOString()})`,
+    );
   if (toMs - fromMs > maxWindowMs) {
     throw new InputError(
       `${names.from}..${names.to} covers ${describeDuration(toMs - fromMs)}; a read may cover at most ${describeDuration(maxWindowMs)} ` +

@@ -79,9 +79,16 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
       // Text for any other composite type would go to ClickHouse as one string, which a server reads TSV-escaped and
       // refuses (queries/list-text.ts): only Array(String) is parsed into a value first.
       if (/^(Array|Tuple|Map|Nested)\(/.test(declared) && declared !== STRING_LIST_TYPE) {
-        throw new Error(`${file}: parameter ${name} has type ${declared}; of the composite types only ${STRING_LIST_TYPE} can be given as text`);
+        throw new Error(
+          `${file}: parameter ${name} has type ${declared}; of the composite types only ${STRING_LIST_TYPE} can be given as text`,
+        );
       }
-      def.params.push({ name, type: declared, description, defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1') });
+      def.params.push({
+        name,
+        type: declared,
+        description,
+        defaultValue: rawDefault === undefined ? undefined : rawDefault.replace(/^'(.*)'$/, '$1'),
+      });
       continue;
     }
     const field = /^--\s*(name|purpose|columns):\s*(.*)$/.exec(line);
@@ -90,7 +97,8 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
   if (!def.name || !def.purpose) throw new Error(`${file}: a query file needs '-- name:' and '-- purpose:' header lines`);
   const used = new Set([...text.matchAll(/\{([a-z_][a-z0-9_]*):[^}]+\}/g)].map((m) => m[1]));
   used.delete('db');
-  for (const name of used) if (!def.params.some((p) => p.name === name)) throw new Error(`${file}: parameter {${name}} is used but not declared in the header`);
+  for (const name of used)
+    if (!def.params.some((p) => p.name === name)) throw new Error(`${file}: parameter {${name}} is used but not declared in the header`);
   return def;
 }
 
@@ -100,7 +108,9 @@ let cache: Map<string, QueryDefinition> | undefined;
 export function listQueries(): Map<string, QueryDefinition> {
   if (cache) return cache;
   cache = new Map();
-  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
+  for (const file of readdirSync(SQL_DIR)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()) {
     const def = parseQueryFile(readFileSync(join(SQL_DIR, file), 'utf8'), file);
     cache.set(def.name, def);
   }
@@ -134,25 +144,37 @@ const LOOKBACK_HOURS_PARAMS = ['open_lookback_hours'];
  * Checks given values against a query's declared parameters: unknown, missing and malformed values are InputErrors,
  * and so is a range (`from`, `to`) wider than `maxWindowMs`, or a lookback longer than it.
  */
-export function bindParams(def: QueryDefinition, given: Record<string, ParamValue>, maxWindowMs = DEFAULT_READ_LIMITS.maxReadWindowMs): Record<string, ParamValue> {
+export function bindParams(
+  def: QueryDefinition,
+  given: Record<string, ParamValue>,
+  maxWindowMs = DEFAULT_READ_LIMITS.maxReadWindowMs,
+): Record<string, ParamValue> {
   const bound: Record<string, ParamValue> = {};
   const times = new Map<string, number>();
   for (const key of Object.keys(given)) {
-    if (!def.params.some((p) => p.name === key)) throw new InputError(`query ${def.name} has no parameter ${JSON.stringify(key)}; it takes ${def.params.map((p) => p.name).join(', ') || 'none'}`);
+    if (!def.params.some((p) => p.name === key))
+      throw new InputError(
+        `query ${def.name} has no parameter ${JSON.stringify(key)}; it takes ${def.params.map((p) => p.name).join(', ') || 'none'}`,
+      );
   }
   for (const p of def.params) {
     const value = given[p.name] ?? p.defaultValue;
     if (value === undefined) throw new InputError(`query ${def.name} needs parameter ${p.name} (${p.type}): ${p.description}`);
     if (p.type === STRING_LIST_TYPE) {
       const list = typeof value === 'string' ? parseStringListText(value) : value;
-      if (!list) throw new InputError(`${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote or a backslash inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
+      if (!list)
+        throw new InputError(
+          `${p.name}: expected a list of strings (${p.type}) written as ['a','b'], a quote or a backslash inside an element doubled, got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`,
+        );
       bound[p.name] = list;
       continue;
     }
     if (typeof value !== 'string') throw new InputError(`${p.name}: expected one value (${p.type}), got a list`);
     const base = p.type.replace(/^Nullable\((.*)\)$/, '$1');
-    if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value)) throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
-    if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value))) throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
+    if (/^U?Int\d+$/.test(base) && !/^-?\d+$/.test(value))
+      throw new InputError(`${p.name}: expected an integer (${p.type}), got ${JSON.stringify(value)}`);
+    if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value)))
+      throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
     if (/^DateTime/.test(base)) {
       const ms = parseReadTime(value, p.name);
       times.set(p.name, ms);
@@ -167,13 +189,22 @@ export function bindParams(def: QueryDefinition, given: Record<string, ParamValu
   if (from !== undefined && to !== undefined) checkReadWindow(from, to, maxWindowMs);
   for (const name of LOOKBACK_HOURS_PARAMS) {
     const hours = Number(bound[name]);
-    if (Number.isFinite(hours) && hours * 3_600_000 > maxWindowMs) throw new InputError(`${name}: ${hours} hours reaches further back than a read may cover (${describeDuration(maxWindowMs)}, the max read window)`);
+    if (Number.isFinite(hours) && hours * 3_600_000 > maxWindowMs)
+      throw new InputError(
+        `${name}: ${hours} hours reaches further back than a read may cover (${describeDuration(maxWindowMs)}, the max read window)`,
+      );
   }
   return bound;
 }
 
 /** Runs a named query with bound parameters (never string-built SQL); rows come back as JSON objects. */
-export async function runQuery<T = Record<string, unknown>>(client: ClickHouseClient, database: string, name: string, params: Record<string, ParamValue> = {}, read: ReadOptions = {}): Promise<T[]> {
+export async function runQuery<T = Record<string, unknown>>(
+  client: ClickHouseClient,
+  database: string,
+  name: string,
+  params: Record<string, ParamValue> = {},
+  read: ReadOptions = {},
+): Promise<T[]> {
   const def = getQuery(name);
   const limits = read.limits ?? DEFAULT_READ_LIMITS;
   return execute<T>(client, name, def.sql, { ...bindParams(def, params, limits.maxReadWindowMs), db: database }, limits, read.signal);
@@ -196,7 +227,14 @@ export async function runQueryCapped<T = Record<string, unknown>>(
   const limits = read.limits ?? DEFAULT_READ_LIMITS;
   // The newline ends a comment on the file's last line. No query declares this parameter, so none can be given it.
   const sql = `SELECT * FROM (\n${def.sql}\n) LIMIT {holdscope_row_cap:UInt64}`;
-  const rows = await execute<T>(client, name, sql, { ...bindParams(def, params, limits.maxReadWindowMs), db: database, holdscope_row_cap: String(maxRows + 1) }, limits, read.signal);
+  const rows = await execute<T>(
+    client,
+    name,
+    sql,
+    { ...bindParams(def, params, limits.maxReadWindowMs), db: database, holdscope_row_cap: String(maxRows + 1) },
+    limits,
+    read.signal,
+  );
   return { rows: rows.slice(0, maxRows), truncated: rows.length > maxRows };
 }
 
@@ -213,15 +251,28 @@ const limitSettings = (limits: ReadLimits) =>
 function limitError(error: unknown, name: string, limits: ReadLimits): InputError | undefined {
   if (!isServerError(error)) return undefined;
   if (TIME_LIMIT_CODES.has(error.code)) {
-    return new InputError(`query ${name} stopped at the read time limit (max_execution_time ${limits.maxReadSeconds} s, maxReadSeconds): narrow the range`, { cause: error });
+    return new InputError(
+      `query ${name} stopped at the read time limit (max_execution_time ${limits.maxReadSeconds} s, maxReadSeconds): narrow the range`,
+      { cause: error },
+    );
   }
   if (error.code === MEMORY_LIMIT_CODE && QUERY_MEMORY_LIMIT.test(error.message)) {
-    return new InputError(`query ${name} stopped at the read memory limit (max_memory_usage ${limits.maxReadMemoryBytes} bytes, maxReadMemoryBytes): narrow the range`, { cause: error });
+    return new InputError(
+      `query ${name} stopped at the read memory limit (max_memory_usage ${limits.maxReadMemoryBytes} bytes, maxReadMemoryBytes): narrow the range`,
+      { cause: error },
+    );
   }
   return undefined;
 }
 
-async function execute<T>(client: ClickHouseClient, name: string, sql: string, params: Record<string, ParamValue>, limits: ReadLimits, signal: AbortSignal | undefined): Promise<T[]> {
+async function execute<T>(
+  client: ClickHouseClient,
+  name: string,
+  sql: string,
+  params: Record<string, ParamValue>,
+  limits: ReadLimits,
+  signal: AbortSignal | undefined,
+): Promise<T[]> {
   const release = await readGateOf(client, limits).acquire(signal);
   const started = performance.now();
   let ok = false;
@@ -245,7 +296,8 @@ async function execute<T>(client: ClickHouseClient, name: string, sql: string, p
     throw limitError(error, name, limits) ?? classifyClickHouseError(error, `query ${name}`);
   } finally {
     release();
-    if (queryChannel.hasSubscribers) queryChannel.publish({ name, seconds: (performance.now() - started) / 1000, ok } satisfies QueryFinished);
+    if (queryChannel.hasSubscribers)
+      queryChannel.publish({ name, seconds: (performance.now() - started) / 1000, ok } satisfies QueryFinished);
   }
 }
 

@@ -50,7 +50,10 @@ export const firstStormWindow = (fromMs: number) => Math.floor(fromMs / STORM_WI
 export function trailingMedianAborts(windows: readonly AbortWindow[], t: number, firstMs: number, trailingWindows: number): number {
   const from = Math.max(firstMs, t - trailingWindows * STORM_WINDOW_MS);
   const values = windows.filter((w) => w.t >= from && w.t < t).map((w) => w.aborts);
-  return medianWithZeros(values.sort((a, b) => a - b), Math.round((t - from) / STORM_WINDOW_MS));
+  return medianWithZeros(
+    values.sort((a, b) => a - b),
+    Math.round((t - from) / STORM_WINDOW_MS),
+  );
 }
 
 /**
@@ -59,7 +62,11 @@ export function trailingMedianAborts(windows: readonly AbortWindow[], t: number,
  * the trailing windows' aborts are kept sorted as the series moves on, so no window is looked at twice and nothing is
  * allocated per window but its answer.
  */
-export function stormWindows<W extends AbortWindow>(windows: readonly W[], firstMs: number, rule: StormRule): { window: W; baseline: number; storm: boolean }[] {
+export function stormWindows<W extends AbortWindow>(
+  windows: readonly W[],
+  firstMs: number,
+  rule: StormRule,
+): { window: W; baseline: number; storm: boolean }[] {
   const out: { window: W; baseline: number; storm: boolean }[] = [];
   const trailing: number[] = [];
   let start = 0;

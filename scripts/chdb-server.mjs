@@ -77,7 +77,8 @@ const dataPath = resolve(args.path);
 const port = Number(args.port);
 const readyTimeoutMs = Number(args['ready-timeout-ms']);
 if (!Number.isInteger(port) || port < 0 || port > 65535) die(2, `--port must be an integer in 0..65535, got ${args.port}`);
-if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0) die(2, `--ready-timeout-ms must be a positive number, got ${args['ready-timeout-ms']}`);
+if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0)
+  die(2, `--ready-timeout-ms must be a positive number, got ${args['ready-timeout-ms']}`);
 
 // ClickHouse installs signal handlers of its own when it starts (SIGTERM then no longer ends the process), so
 // these are installed again once it is ready: libuv restores SIG_DFL when the last listener goes and puts its
@@ -113,9 +114,22 @@ function checkNotLocked() {
   if (!existsSync(statusPath)) return;
   const fd = openSync(statusPath, 'r');
   try {
-    const result = load({ library: 'libc', funcName: 'flock', retType: DataType.I32, paramsType: [DataType.I32, DataType.I32], paramsValue: [fd, LOCK_EX | LOCK_NB], errno: true });
+    const result = load({
+      library: 'libc',
+      funcName: 'flock',
+      retType: DataType.I32,
+      paramsType: [DataType.I32, DataType.I32],
+      paramsValue: [fd, LOCK_EX | LOCK_NB],
+      errno: true,
+    });
     if (result.value === 0) {
-      load({ library: 'libc', funcName: 'flock', retType: DataType.I32, paramsType: [DataType.I32, DataType.I32], paramsValue: [fd, LOCK_UN] });
+      load({
+        library: 'libc',
+        funcName: 'flock',
+        retType: DataType.I32,
+        paramsType: [DataType.I32, DataType.I32],
+        paramsValue: [fd, LOCK_UN],
+      });
       return;
     }
     if (result.errnoCode !== EWOULDBLOCK) return; // cannot tell: let ClickHouse decide
@@ -126,7 +140,10 @@ function checkNotLocked() {
     } catch {
       // unreadable status file: no PID to report
     }
-    die(3, `data directory ${dataPath} is locked by another ClickHouse process${holder}: ClickHouse would fail with Code: 76. DB::Exception: Cannot lock file ${statusPath}. Another server instance in same directory is already running. (CANNOT_OPEN_FILE)`);
+    die(
+      3,
+      `data directory ${dataPath} is locked by another ClickHouse process${holder}: ClickHouse would fail with Code: 76. DB::Exception: Cannot lock file ${statusPath}. Another server instance in same directory is already running. (CANNOT_OPEN_FILE)`,
+    );
   } finally {
     closeSync(fd);
   }
@@ -137,7 +154,11 @@ function checkPortFree() {
   return new Promise((resolvePromise) => {
     const probe = createServer();
     probe.once('error', (err) => {
-      if (err.code === 'EADDRINUSE') die(4, `port ${port} on 127.0.0.1 is already in use: ClickHouse would fail with Code: 210. DB::Exception: Listen [127.0.0.1]:${port} failed (NETWORK_ERROR: Address already in use)`);
+      if (err.code === 'EADDRINUSE')
+        die(
+          4,
+          `port ${port} on 127.0.0.1 is already in use: ClickHouse would fail with Code: 210. DB::Exception: Listen [127.0.0.1]:${port} failed (NETWORK_ERROR: Address already in use)`,
+        );
       else die(4, `cannot listen on 127.0.0.1:${port}: ${err.message}`);
     });
     probe.listen({ port, host: '127.0.0.1', exclusive: true }, () => probe.close(() => resolvePromise()));
@@ -156,7 +177,13 @@ if (!existsSync(libPath)) die(1, `${libPath} is missing (is the chdb package ins
 open({ library: 'chdb', path: libPath });
 // Without this, chdb's handlers for SIGSEGV/SIGABRT/... sleep for minutes before the process dies: a crashed
 // server would look like a hung one. (It resets those signals to SIG_DFL; this script runs no WebAssembly.)
-load({ library: 'chdb', funcName: 'chdb_set_signal_handlers_enabled', retType: DataType.Void, paramsType: [DataType.I32], paramsValue: [0] });
+load({
+  library: 'chdb',
+  funcName: 'chdb_set_signal_handlers_enabled',
+  retType: DataType.Void,
+  paramsType: [DataType.I32],
+  paramsValue: [0],
+});
 
 // ClickHouse writes the port it listens on here once `SYSTEM START LISTEN HTTP` succeeded (so --port 0 works).
 portFile = join(tmpdir(), `chdb-server-${process.pid}-${randomBytes(4).toString('hex')}.port`);
@@ -186,15 +213,30 @@ load({
   paramsType: [DataType.I32, DataType.StringArray],
   paramsValue: [argv.length, argv],
   runInNewThread: true,
-}).then((result) => {
-  // The endless query ended: ClickHouse refused the arguments or failed before serving.
-  let error = 'it printed why on stderr';
-  const errorPointer = load({ library: 'chdb', funcName: 'chdb_result_error', retType: DataType.External, paramsType: [DataType.External], paramsValue: [result] });
-  if (!isNullPointer(errorPointer)) {
-    error = load({ library: 'chdb', funcName: 'chdb_result_error', retType: DataType.String, paramsType: [DataType.External], paramsValue: [result] });
-  }
-  die(1, `ClickHouse stopped before serving: ${String(error).trim()}`);
-}, (err) => die(1, `calling chdb_query_cmdline failed: ${err?.message ?? err}`));
+}).then(
+  (result) => {
+    // The endless query ended: ClickHouse refused the arguments or failed before serving.
+    let error = 'it printed why on stderr';
+    const errorPointer = load({
+      library: 'chdb',
+      funcName: 'chdb_result_error',
+      retType: DataType.External,
+      paramsType: [DataType.External],
+      paramsValue: [result],
+    });
+    if (!isNullPointer(errorPointer)) {
+      error = load({
+        library: 'chdb',
+        funcName: 'chdb_result_error',
+        retType: DataType.String,
+        paramsType: [DataType.External],
+        paramsValue: [result],
+      });
+    }
+    die(1, `ClickHouse stopped before serving: ${String(error).trim()}`);
+  },
+  (err) => die(1, `calling chdb_query_cmdline failed: ${err?.message ?? err}`),
+);
 
 function ping(onPort) {
   return new Promise((resolvePromise) => {
@@ -219,8 +261,11 @@ while (true) {
   }
   if (listening && (await ping(listening))) break;
   if (Date.now() > deadline) {
-    die(1, `ClickHouse did not answer on http://127.0.0.1:${listening || port}/ping within ${readyTimeoutMs} ms` +
-      ' (a "Code: NNN" line from ClickHouse above says why: Code 210 = port in use, Code 76 = data directory locked)');
+    die(
+      1,
+      `ClickHouse did not answer on http://127.0.0.1:${listening || port}/ping within ${readyTimeoutMs} ms` +
+        ' (a "Code: NNN" line from ClickHouse above says why: Code 210 = port in use, Code 76 = data directory locked)',
+    );
   }
   await new Promise((r) => setTimeout(r, POLL_MS));
 }

@@ -41,7 +41,9 @@ function ensureNodeModules() {
   const lockHash = createHash('sha256').update(readFileSync(lockPath)).digest('hex');
   const installed = existsSync(stampPath) ? readFileSync(stampPath, 'utf8').trim() : '';
   if (installed === lockHash) return;
-  console.error(installed ? 'holdscope: package-lock.json changed, reinstalling node modules (npm ci)' : 'holdscope: installing node modules (npm ci)');
+  console.error(
+    installed ? 'holdscope: package-lock.json changed, reinstalling node modules (npm ci)' : 'holdscope: installing node modules (npm ci)',
+  );
   // `npm ci` installs exactly the lock file, and fails when package.json and the lock disagree: that failure is a bug to
   // fix in the lock, not to work around here. The lock names chdb's builds for other platforms (without integrity,
   // since a registry mirror may lack them) so that npm ci accepts it; npm skips them by their os and cpu.

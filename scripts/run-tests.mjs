@@ -35,5 +35,9 @@ if (files.length === 0) {
   process.exit(1);
 }
 const args = ['--import', 'tsx', '--test', '--test-concurrency=2', ...files];
-const result = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env: { ...process.env, HOLDSCOPE_LOG_LEVEL: process.env.HOLDSCOPE_LOG_LEVEL ?? 'warn' } });
+const result = spawnSync(process.execPath, args, {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, HOLDSCOPE_LOG_LEVEL: process.env.HOLDSCOPE_LOG_LEVEL ?? 'warn' },
+});
 process.exit(result.status ?? 1);

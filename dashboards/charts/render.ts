@@ -2,7 +2,14 @@ import express, { type Request, type Response } from 'express';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { InputError, type ClickHouseClient, type Logger } from '../../common/index.ts';
-import { DEFAULT_READ_LIMITS, flagThresholdsSchema, readWindow, runQuery, type FlagThresholds, type ReadLimits } from '../../queries/index.ts';
+import {
+  DEFAULT_READ_LIMITS,
+  flagThresholdsSchema,
+  readWindow,
+  runQuery,
+  type FlagThresholds,
+  type ReadLimits,
+} from '../../queries/index.ts';
 import { CHART_NAMES, kvPinnedSpec, resolutionSpec, tailsSpec, timelineSpec, type ChartName } from './specs.ts';
 import { sendError } from '../http-errors.ts';
 
@@ -27,7 +34,10 @@ export function chartBucketSeconds(rangeMs: number): number {
  * from / to / cluster / decode_engine of a chart request: defaults to the last hour, all clusters, all engines; the
  * range is checked as every read's is (queries/read-window.ts).
  */
-export function chartWindow(query: Request['query'], limits: Pick<ReadLimits, 'maxReadWindowMs'> = DEFAULT_READ_LIMITS): { from: string; to: string; rangeMs: number; cluster: string; decodeEngine: string } {
+export function chartWindow(
+  query: Request['query'],
+  limits: Pick<ReadLimits, 'maxReadWindowMs'> = DEFAULT_READ_LIMITS,
+): { from: string; to: string; rangeMs: number; cluster: string; decodeEngine: string } {
   const one = (key: string): string => {
     const v = query[key];
     if (v === undefined) return '';
@@ -69,7 +79,13 @@ export async function buildChart(
       // apart shows its late writes of the latest stretch.
       const to = last + 3_600_000;
       const from = Math.max(first - 3_600_000, to - limits.maxReadWindowMs);
-      late = await runQuery<Row>(client, database, 'late_write_victims', { from: new Date(from).toISOString(), to: new Date(to).toISOString(), cluster, request_id: requestId }, read);
+      late = await runQuery<Row>(
+        client,
+        database,
+        'late_write_victims',
+        { from: new Date(from).toISOString(), to: new Date(to).toISOString(), cluster, request_id: requestId },
+        read,
+      );
     }
     return timelineSpec(requestId, spans, lifecycles, late);
   }
@@ -105,7 +121,6 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
     view.finalize();
   }
 }
-
 
 /** GET /charts/:name.json (the Vega-Lite spec, data inline) and GET /charts/:name.svg (the same spec, rendered). */
 export function createChartRoutes({

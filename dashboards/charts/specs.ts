@@ -41,7 +41,12 @@ export function resolutionSpec(rows: Row[], options: { threshold?: number; bucke
       { ...base, resolution: 'open', holds: num(r.open) },
     ];
   });
-  const shares = rows.map((r) => ({ decode_engine: str(r.decode_engine), t: ms(r.bucket), timeout_share: num(r.timeout_share), resolved: num(r.drained) + num(r.timeouts) }));
+  const shares = rows.map((r) => ({
+    decode_engine: str(r.decode_engine),
+    t: ms(r.bucket),
+    timeout_share: num(r.timeout_share),
+    resolved: num(r.drained) + num(r.timeouts),
+  }));
   const x = { field: 't', type: 'temporal', title: 'hold start (UTC)', scale: { type: 'utc' }, axis: utcAxis } as const;
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -50,7 +55,14 @@ export function resolutionSpec(rows: Row[], options: { threshold?: number; bucke
     data: { name: 'counts' },
     vconcat: [
       {
-        facet: { row: { field: 'decode_engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } } },
+        facet: {
+          row: {
+            field: 'decode_engine',
+            type: 'nominal',
+            title: null,
+            header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' },
+          },
+        },
         spec: {
           width: WIDTH,
           height: 70,
@@ -95,10 +107,16 @@ export function resolutionSpec(rows: Row[], options: { threshold?: number; bucke
           {
             data: { values: [{ threshold }] },
             layer: [
-              { mark: { type: 'rule', color: '#d9534f', strokeDash: [6, 4] }, encoding: { y: { field: 'threshold', type: 'quantitative' } } },
+              {
+                mark: { type: 'rule', color: '#d9534f', strokeDash: [6, 4] },
+                encoding: { y: { field: 'threshold', type: 'quantitative' } },
+              },
               {
                 mark: { type: 'text', color: '#d9534f', align: 'left', dx: 4, dy: -6, x: 0 },
-                encoding: { y: { field: 'threshold', type: 'quantitative' }, text: { value: `timeout threshold ${Math.round(threshold * 100)}%` } },
+                encoding: {
+                  y: { field: 'threshold', type: 'quantitative' },
+                  text: { value: `timeout threshold ${Math.round(threshold * 100)}%` },
+                },
               },
             ],
           },
@@ -139,7 +157,12 @@ export function tailsSpec(rows: Row[]): TopLevelSpec {
         encoding: {
           y,
           x: { field: 'ms', ...x },
-          color: { field: 'quantile', type: 'nominal', scale: { domain: ['p50', 'p90', 'p99', 'max', 'hold timeout'], range: ['#2c7fb8', '#41b6c4', '#253494', '#555', '#d9534f'] }, title: 'quantile' },
+          color: {
+            field: 'quantile',
+            type: 'nominal',
+            scale: { domain: ['p50', 'p90', 'p99', 'max', 'hold timeout'], range: ['#2c7fb8', '#41b6c4', '#253494', '#555', '#d9534f'] },
+            title: 'quantile',
+          },
           tooltip: [
             { field: 'engine', type: 'nominal' },
             { field: 'quantile', type: 'nominal' },
@@ -156,7 +179,10 @@ export function tailsSpec(rows: Row[]): TopLevelSpec {
           y,
           x: { field: 'timeout', ...x },
           color: { field: 'quantile', type: 'nominal' },
-          tooltip: [{ field: 'engine', type: 'nominal' }, { field: 'timeout', type: 'quantitative', title: 'hold timeout (ms)' }],
+          tooltip: [
+            { field: 'engine', type: 'nominal' },
+            { field: 'timeout', type: 'quantitative', title: 'hold timeout (ms)' },
+          ],
         },
       },
     ],
@@ -214,11 +240,34 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
   for (const [engine, windows] of byEngine) {
     windows.sort((a, b) => a.t - b.t);
     const capacity = windows.reduce((max, w) => Math.max(max, w.capacity), 0);
-    const points = new Map<number, { engine: string; t: number; t_end: number; pinned: number; capacity: number; share: number; aborts: number; storm: boolean; threshold: number }>();
+    const points = new Map<
+      number,
+      {
+        engine: string;
+        t: number;
+        t_end: number;
+        pinned: number;
+        capacity: number;
+        share: number;
+        aborts: number;
+        storm: boolean;
+        threshold: number;
+      }
+    >();
     for (const { window: w, storm } of stormWindows(windows, first, rule)) {
       if (w.t < first || w.t > last) continue;
       const t = first + Math.floor((w.t - first) / pointMs) * pointMs;
-      const point = points.get(t) ?? { engine, t, t_end: t + pointMs, pinned: 0, capacity, share: 0, aborts: 0, storm: false, threshold: share };
+      const point = points.get(t) ?? {
+        engine,
+        t,
+        t_end: t + pointMs,
+        pinned: 0,
+        capacity,
+        share: 0,
+        aborts: 0,
+        storm: false,
+        threshold: share,
+      };
       point.pinned = Math.max(point.pinned, w.pinned);
       point.share = capacity > 0 ? point.pinned / capacity : 0;
       point.aborts += w.aborts;
@@ -231,9 +280,14 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
   const x = { field: 't', type: 'temporal', title: `${windowText} (UTC)`, scale: { type: 'utc' }, axis: utcAxis } as const;
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: 'KV slots pinned by holds, as a share of capacity (abort storms shaded)', subtitle: `peak per ${windowText}; dashed: the kv_capacity_exhaustion threshold` },
+    title: {
+      text: 'KV slots pinned by holds, as a share of capacity (abort storms shaded)',
+      subtitle: `peak per ${windowText}; dashed: the kv_capacity_exhaustion threshold`,
+    },
     data: { values },
-    facet: { row: { field: 'engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } } },
+    facet: {
+      row: { field: 'engine', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelFontWeight: 'bold' } },
+    },
     spec: {
       width: WIDTH,
       height: 90,
@@ -259,7 +313,12 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
         },
         {
           mark: { type: 'rule', color: '#d9534f', strokeDash: [6, 4] },
-          encoding: { y: { aggregate: 'max', field: 'threshold', type: 'quantitative' }, tooltip: [{ aggregate: 'max', field: 'threshold', type: 'quantitative', format: '.0%', title: 'kv_capacity_exhaustion threshold' }] },
+          encoding: {
+            y: { aggregate: 'max', field: 'threshold', type: 'quantitative' },
+            tooltip: [
+              { aggregate: 'max', field: 'threshold', type: 'quantitative', format: '.0%', title: 'kv_capacity_exhaustion threshold' },
+            ],
+          },
         },
       ],
     },
@@ -268,12 +327,7 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
 }
 
 /** (e) One request's timeline: a Gantt of its spans per engine/rank and generation, with release, timeout and late writes marked. */
-export function timelineSpec(
-  requestId: string,
-  spans: Row[],
-  lifecycles: Row[] = [],
-  lateWrites: Row[] = [],
-): TopLevelSpec {
+export function timelineSpec(requestId: string, spans: Row[], lifecycles: Row[] = [], lateWrites: Row[] = []): TopLevelSpec {
   if (spans.length === 0) return empty(`Request ${requestId}: no spans`);
   const bars = spans.map((s) => {
     const start = ms(s.start_time) ?? 0;
@@ -286,7 +340,10 @@ export function timelineSpec(
       end,
       instant: end - start < 1 ? 1 : 0,
       duration_ms: num(s.duration_ms),
-      detail: [s.transfer_status, s.release_reason, s.timeout_action, s.admission_outcome, s.checksum_outcome].map(str).filter(Boolean).join(' '),
+      detail: [s.transfer_status, s.release_reason, s.timeout_action, s.admission_outcome, s.checksum_outcome]
+        .map(str)
+        .filter(Boolean)
+        .join(' '),
       chunk: num(s.chunk_index),
     };
   });
@@ -294,18 +351,26 @@ export function timelineSpec(
   for (const l of lifecycles) {
     const g = num(l.generation);
     const release = ms(l.release_at);
-    if (release !== null) markers.push({ t: release, kind: 'release', label: `g${g} release${l.release_reason ? ` (${str(l.release_reason)})` : ''}` });
+    if (release !== null)
+      markers.push({ t: release, kind: 'release', label: `g${g} release${l.release_reason ? ` (${str(l.release_reason)})` : ''}` });
     const hold = ms(l.hold_start);
-    if (hold !== null && num(l.hold_timeout_ms) > 0) markers.push({ t: hold + num(l.hold_timeout_ms), kind: 'timeout', label: `g${g} hold timeout` });
+    if (hold !== null && num(l.hold_timeout_ms) > 0)
+      markers.push({ t: hold + num(l.hold_timeout_ms), kind: 'timeout', label: `g${g} hold timeout` });
   }
   for (const s of spans) {
     if (str(s.name) === 'pd.timeout') markers.push({ t: ms(s.start_time), kind: 'timeout', label: `g${num(s.generation)} timeout fired` });
-    if (lifecycles.length === 0 && str(s.name) === 'pd.release') markers.push({ t: ms(s.start_time), kind: 'release', label: `g${num(s.generation)} release` });
+    if (lifecycles.length === 0 && str(s.name) === 'pd.release')
+      markers.push({ t: ms(s.start_time), kind: 'release', label: `g${num(s.generation)} release` });
   }
   const writes = new Map<string, Row>();
   for (const w of lateWrites) {
     const key = `${num(w.generation)}/${num(w.rank)}/${num(w.chunk_index)}`;
-    const entry = writes.get(key) ?? { t: ms(w.landed_at), kind: 'late write', label: `late write g${num(w.generation)} r${num(w.rank)} chunk ${num(w.chunk_index)}`, victims: 0 };
+    const entry = writes.get(key) ?? {
+      t: ms(w.landed_at),
+      kind: 'late write',
+      label: `late write g${num(w.generation)} r${num(w.rank)} chunk ${num(w.chunk_index)}`,
+      victims: 0,
+    };
     if (w.victim_request_id) entry.victims = num(entry.victims) + 1;
     writes.set(key, entry);
   }
@@ -342,7 +407,10 @@ export function timelineSpec(
           y: { field: 'lane', type: 'nominal', sort: lanes },
           x: { field: 'start', ...x },
           color: { field: 'name', type: 'nominal' },
-          tooltip: [{ field: 'name', type: 'nominal' }, { field: 'detail', type: 'nominal' }],
+          tooltip: [
+            { field: 'name', type: 'nominal' },
+            { field: 'detail', type: 'nominal' },
+          ],
         },
       },
       {
@@ -352,14 +420,43 @@ export function timelineSpec(
             mark: { type: 'rule', strokeWidth: 1.5 },
             encoding: {
               x: { field: 't', ...x },
-              strokeDash: { field: 'kind', type: 'nominal', scale: { domain: ['release', 'timeout', 'late write'], range: [[1, 0], [6, 3], [2, 2]] }, legend: null },
-              stroke: { field: 'kind', type: 'nominal', title: 'marker', scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] } },
-              tooltip: [{ field: 'label', type: 'nominal' }, { field: 't', type: 'temporal', format: '%H:%M:%S.%L', scale: { type: 'utc' } }],
+              strokeDash: {
+                field: 'kind',
+                type: 'nominal',
+                scale: {
+                  domain: ['release', 'timeout', 'late write'],
+                  range: [
+                    [1, 0],
+                    [6, 3],
+                    [2, 2],
+                  ],
+                },
+                legend: null,
+              },
+              stroke: {
+                field: 'kind',
+                type: 'nominal',
+                title: 'marker',
+                scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] },
+              },
+              tooltip: [
+                { field: 'label', type: 'nominal' },
+                { field: 't', type: 'temporal', format: '%H:%M:%S.%L', scale: { type: 'utc' } },
+              ],
             },
           },
           {
             mark: { type: 'text', angle: 270, align: 'right', baseline: 'bottom', dx: -2, dy: -2, y: 0, fontSize: 10 },
-            encoding: { x: { field: 't', ...x }, text: { field: 'label' }, color: { field: 'kind', type: 'nominal', scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] }, legend: null } },
+            encoding: {
+              x: { field: 't', ...x },
+              text: { field: 'label' },
+              color: {
+                field: 'kind',
+                type: 'nominal',
+                scale: { domain: ['release', 'timeout', 'late write'], range: ['#222', '#e08a00', '#d62728'] },
+                legend: null,
+              },
+            },
           },
         ],
       },

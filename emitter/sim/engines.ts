@@ -62,7 +62,9 @@ export function simulatedEngines(config: SimConfig): SimEngine[] {
  * trace viewers group a lifecycle's spans across engines as a propagated context would.
  */
 export function lifecycleContext(cluster: string, req: RequestRef): Context {
-  const digest = createHash('sha256').update(lifecycleKeyId(cluster, req.requestId, req.generation)).digest('hex');
+  const digest = createHash('sha256')
+    .update(lifecycleKeyId(cluster, req.requestId, req.generation))
+    .digest('hex');
   return trace.setSpanContext(ROOT_CONTEXT, {
     traceId: digest.slice(0, 32),
     spanId: digest.slice(32, 48),

@@ -170,7 +170,10 @@ export class ClusterModel {
     const cfg = this.config;
     const decode = this.rng.routing.pick(this.decodes);
     const prefill = this.rng.routing.pick(cfg.prefill.filter((p) => p.backend === decode.spec.backend));
-    const tokens = Math.max(cfg.chunkTokens / 4, Math.min(cfg.prompt.maxTokens, Math.round(this.rng.shape.lognormal(cfg.prompt.medianTokens, cfg.prompt.sigma))));
+    const tokens = Math.max(
+      cfg.chunkTokens / 4,
+      Math.min(cfg.prompt.maxTokens, Math.round(this.rng.shape.lognormal(cfg.prompt.medianTokens, cfg.prompt.sigma))),
+    );
     const pageSize = decode.spec.pageSize;
     const pagesNeeded = Math.ceil(tokens / pageSize);
     const chunkCount = Math.ceil(tokens / cfg.chunkTokens);
@@ -220,7 +223,11 @@ export class ClusterModel {
 
     const rejected = this.rng.faults.chance(cfg.admission.rejectProbability);
     lc.admission = rejected ? 'rejected' : 'accepted';
-    this.emit(ROUTER_ID).admissionDecided(lc.req, rejected ? { outcome: 'rejected', reason: 'rate_limited' } : { outcome: 'accepted' }, this.at(this.now));
+    this.emit(ROUTER_ID).admissionDecided(
+      lc.req,
+      rejected ? { outcome: 'rejected', reason: 'rate_limited' } : { outcome: 'accepted' },
+      this.at(this.now),
+    );
     if (rejected) {
       lc.leaked = this.rng.faults.chance(cfg.admission.leakProbability);
       if (!lc.leaked) {
@@ -316,7 +323,15 @@ export class ClusterModel {
         status = 'timeout';
         latencyMs = t.callTimeoutMs;
       }
-      this.schedule({ type: 'chunkDone', at: this.now + Math.max(1, Math.round(latencyMs * MS)), lc, rank: rank.rank, chunk, postedUs: this.now, status });
+      this.schedule({
+        type: 'chunkDone',
+        at: this.now + Math.max(1, Math.round(latencyMs * MS)),
+        lc,
+        rank: rank.rank,
+        chunk,
+        postedUs: this.now,
+        status,
+      });
     }
   }
 
@@ -328,7 +343,14 @@ export class ClusterModel {
     lc.transfers[status]++;
     this.emit(lc.prefill.id).transferChunk(
       lc.req,
-      { rank: rankIndex, chunkIndex: chunk, pages, status, bytes: pages.length * this.config.transfer.bytesPerPage, decodeEngineId: lc.decode.spec.id },
+      {
+        rank: rankIndex,
+        chunkIndex: chunk,
+        pages,
+        status,
+        bytes: pages.length * this.config.transfer.bytesPerPage,
+        decodeEngineId: lc.decode.spec.id,
+      },
       { start: this.sink.time(postedUs), end: this.sink.time(this.now) },
     );
     if (status === 'ok') {
@@ -342,7 +364,11 @@ export class ClusterModel {
     }
     if (rank.draining && !rank.drained && rank.inflight === 0) this.finishDrain(lc, rank);
     this.postChunks(lc, rank);
-    if (!lc.aborted && lc.handoffUs === null && lc.ranks.every((r) => r.next === lc.chunkCount && r.inflight === 0 && r.status.every((s) => s === CHUNK_OK))) {
+    if (
+      !lc.aborted &&
+      lc.handoffUs === null &&
+      lc.ranks.every((r) => r.next === lc.chunkCount && r.inflight === 0 && r.status.every((s) => s === CHUNK_OK))
+    ) {
       this.schedule({ type: 'handoff', at: this.now + this.net(), lc });
     }
   }
@@ -366,7 +392,11 @@ export class ClusterModel {
       chunk_index: chunk,
       completed_ms: this.now / MS,
       pages,
-      victims: [...victims].map(([owner, vpages]) => ({ request_id: owner.req.requestId, generation: owner.req.generation, pages: vpages })),
+      victims: [...victims].map(([owner, vpages]) => ({
+        request_id: owner.req.requestId,
+        generation: owner.req.generation,
+        pages: vpages,
+      })),
     });
   }
 
@@ -376,7 +406,11 @@ export class ClusterModel {
     if (this.config.faults.checksums) {
       const outcome = lc.corrupted ? 'mismatch' : 'ok';
       // The check ran just before this commit point: it reads the KV that landed.
-      this.emit(decodeId).checksumChecked(lc.req, { outcome }, { start: this.sink.time(Math.max(0, this.now - CHECKSUM_US)), end: this.sink.time(this.now) });
+      this.emit(decodeId).checksumChecked(
+        lc.req,
+        { outcome },
+        { start: this.sink.time(Math.max(0, this.now - CHECKSUM_US)), end: this.sink.time(this.now) },
+      );
       if (outcome === 'mismatch') {
         // The corrupted KV is never decoded: decode fails the request and frees its pages.
         lc.flags.add(LifecycleFlag.checksumMismatch);
@@ -408,7 +442,12 @@ export class ClusterModel {
     const cfg = this.config;
     if (lc.closed || lc.holdStartUs !== null || lc.releaseUs !== null) return;
     if (cfg.aborts.retryProbability > 0 && lc.req.generation < 4 && this.rng.aborts.chance(cfg.aborts.retryProbability)) {
-      this.schedule({ type: 'retry', at: this.now + Math.round(cfg.aborts.retryDelayMs * MS), requestId: lc.req.requestId, generation: lc.req.generation + 1 });
+      this.schedule({
+        type: 'retry',
+        at: this.now + Math.round(cfg.aborts.retryDelayMs * MS),
+        requestId: lc.req.requestId,
+        generation: lc.req.generation + 1,
+      });
     }
     if (!lc.allocated) {
       lc.closed = true;
@@ -473,7 +512,8 @@ export class ClusterModel {
   private onAckArrive(lc: Lifecycle, rank: number, ackGeneration: number): void {
     const stale = ackGeneration !== lc.req.generation;
     const holdOpen = lc.holdStartUs !== null && lc.releaseUs === null;
-    const counts = holdOpen && (!stale || this.config.faults.staleAckAccepted) && lc.expectedRanks.includes(rank) && !lc.ackedRanks.has(rank);
+    const counts =
+      holdOpen && (!stale || this.config.faults.staleAckAccepted) && lc.expectedRanks.includes(rank) && !lc.ackedRanks.has(rank);
     if (stale) {
       if (counts) lc.staleAccepted++;
       else lc.staleRejected++;

@@ -76,7 +76,9 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   for (const engine of simulatedEngines(config)) {
     const processor = new CollectingProcessor();
     const provider = new TracerProvider({ resource: engine.resource, spanProcessors: [processor] });
-    const exporter = options.exporterFor?.(engine.id) ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/$/, '')}/v1/traces`, headers: options.headers });
+    const exporter =
+      options.exporterFor?.(engine.id) ??
+      new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/$/, '')}/v1/traces`, headers: options.headers });
     const tracer = provider.getTracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION);
     const emitter = createPdEmitter(tracer, { contextFor: (req) => lifecycleContext(config.cluster, req) });
     channels.set(engine.id, { provider, processor, exporter, emitter });
@@ -115,8 +117,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     );
   }
 
-  const progress = () =>
-    options.onProgress?.({ simulatedMs: model.now / 1000, spansEmitted: model.spans, spansExported, spansFailed });
+  const progress = () => options.onProgress?.({ simulatedMs: model.now / 1000, spansEmitted: model.spans, spansExported, spansFailed });
   const stepUs = 100_000;
   const wallStart = Date.now();
   let lastProgress = 0;

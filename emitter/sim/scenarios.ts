@@ -84,16 +84,34 @@ function scenario(name: ScenarioName, seed: number): Scenario {
       // pools run at about two thirds of capacity before the storm, so pinned pages are felt.
       c.faults.ackLossProbability = 0.1;
       c.decode = [decode('decode-0', { capacityPages: 40_000 }), decode('decode-1', { capacityPages: 40_000 })];
-      return { name, description: 'an abort storm (8x the baseline abort rate for 10 s) with 10% of acks lost', expectedDistributionFlags: ['kv_capacity_exhaustion'], config: c };
+      return {
+        name,
+        description: 'an abort storm (8x the baseline abort rate for 10 s) with 10% of acks lost',
+        expectedDistributionFlags: ['kv_capacity_exhaustion'],
+        config: c,
+      };
     case 'ack-loss':
       c.aborts.probability = 0.08;
       c.faults.ackLossProbability = 0.3;
-      return { name, description: 'the ack target is dropped before the drain finishes for 30% of acks', expectedDistributionFlags: ['timeout_heavy'], config: c };
+      return {
+        name,
+        description: 'the ack target is dropped before the drain finishes for 30% of acks',
+        expectedDistributionFlags: ['timeout_heavy'],
+        config: c,
+      };
     case 'no-ack-backend':
       c.aborts.probability = 0.08;
-      c.prefill = [prefill('prefill-0', { backend: 'nixl', version: 'sglang-0.4.9', ackProtocol: false }), prefill('prefill-1', { backend: 'nixl', version: 'sglang-0.4.9', ackProtocol: false })];
+      c.prefill = [
+        prefill('prefill-0', { backend: 'nixl', version: 'sglang-0.4.9', ackProtocol: false }),
+        prefill('prefill-1', { backend: 'nixl', version: 'sglang-0.4.9', ackProtocol: false }),
+      ];
       c.decode = [decode('decode-0', { backend: 'nixl' }), decode('decode-1', { backend: 'nixl' })];
-      return { name, description: 'a transfer backend without the ack protocol: every abort waits out the timeout', expectedDistributionFlags: ['timeout_heavy', 'pairing_incompatible'], config: c };
+      return {
+        name,
+        description: 'a transfer backend without the ack protocol: every abort waits out the timeout',
+        expectedDistributionFlags: ['timeout_heavy', 'pairing_incompatible'],
+        config: c,
+      };
     case 'late-write-bug':
       c.aborts.probability = 0.15;
       c.transfer.tailProbability = 0.1;
@@ -101,7 +119,12 @@ function scenario(name: ScenarioName, seed: number): Scenario {
       c.transfer.tailAlpha = 1.2;
       // A hold timeout far below the transfer tail, while allocations are frequent: released pages are reused within milliseconds.
       c.decode = [decode('decode-0', { holdTimeoutMs: 300 }), decode('decode-1', { holdTimeoutMs: 300 })];
-      return { name, description: 'release on a 300 ms timeout while writes still land, onto pages already reused', expectedDistributionFlags: ['long_transfer_tail', 'timeout_heavy'], config: c };
+      return {
+        name,
+        description: 'release on a 300 ms timeout while writes still land, onto pages already reused',
+        expectedDistributionFlags: ['long_transfer_tail', 'timeout_heavy'],
+        config: c,
+      };
     case 'mixed':
       c.requests = 5000;
       c.durationMs = 20_000;
@@ -116,7 +139,13 @@ function scenario(name: ScenarioName, seed: number): Scenario {
       c.transfer.tailScaleMs = 120;
       c.transfer.tailAlpha = 1.3;
       c.admission = { rejectProbability: 0.02, leakProbability: 0.3 };
-      c.faults = { ackLossProbability: 0.03, ackAfterFailedSendProbability: 0.5, staleAckProbability: 0.5, staleAckAccepted: true, checksums: true };
+      c.faults = {
+        ackLossProbability: 0.03,
+        ackAfterFailedSendProbability: 0.5,
+        staleAckProbability: 0.5,
+        staleAckAccepted: true,
+        checksums: true,
+      };
       c.prefill = [
         prefill('prefill-0'),
         prefill('prefill-1', { version: 'sglang-0.5.3' }),
@@ -130,7 +159,8 @@ function scenario(name: ScenarioName, seed: number): Scenario {
       ];
       return {
         name,
-        description: 'every failure mode at once: quarantine, a short timeout, MLA fan-out, a no-ack backend, ack bugs, admission leaks, checksums',
+        description:
+          'every failure mode at once: quarantine, a short timeout, MLA fan-out, a no-ack backend, ack bugs, admission leaks, checksums',
         expectedDistributionFlags: ['timeout_heavy', 'pairing_incompatible', 'long_transfer_tail'],
         config: c,
       };

@@ -61,4 +61,3 @@ export interface DecodeState {
   owner: (Lifecycle | null)[];
   waiting: Lifecycle[];
 }
-

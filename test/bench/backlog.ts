@@ -98,7 +98,8 @@ export async function produceBacklog(options: {
     await producer.disconnect();
   }
   const messages = await topicMessages(options.kafka, options.topic);
-  if (messages !== queue.messages.length) throw new Error(`${options.topic} holds ${messages} messages, ${queue.messages.length} were produced`);
+  if (messages !== queue.messages.length)
+    throw new Error(`${options.topic} holds ${messages} messages, ${queue.messages.length} were produced`);
   return { topic: options.topic, spans, messages, bytes, lifecycles, produceSeconds: (Date.now() - started) / 1000 };
 }
 
@@ -109,7 +110,8 @@ export async function topicMessages(kafka: Kafka, topic: string): Promise<number
   try {
     const offsets = await admin.fetchTopicOffsets(topic);
     const dropped = offsets.filter((o) => o.low !== '0');
-    if (dropped.length > 0) throw new Error(`the broker dropped the oldest messages of ${dropped.length} partition(s) of ${topic}: use more partitions`);
+    if (dropped.length > 0)
+      throw new Error(`the broker dropped the oldest messages of ${dropped.length} partition(s) of ${topic}: use more partitions`);
     return offsets.reduce((sum, o) => sum + Number(o.high), 0);
   } finally {
     await admin.disconnect();

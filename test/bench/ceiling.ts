@@ -1,7 +1,16 @@
 import { Readable } from 'node:stream';
 import type { Kafka } from 'kafkajs';
 import type { ClickHouseClient } from '../../common/index.ts';
-import { encodeRows, eventsOf, fetchByteLimits, pipelineConfigSchema, spanRow, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from '../../pipeline/index.ts';
+import {
+  encodeRows,
+  eventsOf,
+  fetchByteLimits,
+  pipelineConfigSchema,
+  spanRow,
+  SPAN_COLUMNS,
+  TSV_INSERT_SETTINGS,
+  type EncodedRows,
+} from '../../pipeline/index.ts';
 import { readTopic } from '../support/kafka-read.ts';
 import { KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS } from '../support/kafka-mock.ts';
 
@@ -66,7 +75,10 @@ export async function runCeiling(options: {
       pendingRows -= rows;
       await client.insert({
         table: `${database}.spans`,
-        values: Readable.from(batch.flatMap((p) => p.texts), { objectMode: false }),
+        values: Readable.from(
+          batch.flatMap((p) => p.texts),
+          { objectMode: false },
+        ),
         format: 'TabSeparated',
         columns: [...SPAN_COLUMNS],
         clickhouse_settings: TSV_INSERT_SETTINGS,
@@ -103,7 +115,8 @@ export async function runCeiling(options: {
       await new Promise<void>((done) => {
         pending.push({ texts, rows, done });
         pendingRows += rows;
-        if (pendingRows >= PIPELINE_DEFAULTS.maxBatchRows || pending.length >= PIPELINE_DEFAULTS.partitionsConsumedConcurrently / 2) flush();
+        if (pendingRows >= PIPELINE_DEFAULTS.maxBatchRows || pending.length >= PIPELINE_DEFAULTS.partitionsConsumedConcurrently / 2)
+          flush();
         else timer ??= setTimeout(flush, PIPELINE_DEFAULTS.lingerMs);
       });
       resolveOffset(batch.lastOffset());

@@ -33,17 +33,49 @@ export async function runFreshnessStage(options: {
   const database = `bench_${options.name.replaceAll('-', '_')}`;
   await options.createTopic(topic, 12);
   stage(label);
-  const workload = await buildWorkload({ rate, seconds: options.seconds, probeEvery: Math.max(1, Math.round(rate / 256 / 4)), idPrefix: options.name, startTimeMs: Date.now() });
+  const workload = await buildWorkload({
+    rate,
+    seconds: options.seconds,
+    probeEvery: Math.max(1, Math.round(rate / 256 / 4)),
+    idPrefix: options.name,
+    startTimeMs: Date.now(),
+  });
   stage(`${label}: workload ready`);
-  const collector = new Collector(collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: options.brokers.join(','), topic, deadLetterTopic: `${topic}-dlq` }), { log: quietLog });
+  const collector = new Collector(
+    collectorConfigSchema.parse({
+      port: 0,
+      host: '127.0.0.1',
+      kafkaBrokers: options.brokers.join(','),
+      topic,
+      deadLetterTopic: `${topic}-dlq`,
+    }),
+    { log: quietLog },
+  );
   const collectorPort = await collector.start();
-  const pipeline = await spawnPipeline(['--kafka-brokers', options.brokers.join(','), '--topics', topic, '--group-id', `pipeline-${topic}`, '--clickhouse-url', options.clickhouseUrl, '--database', database]);
+  const pipeline = await spawnPipeline([
+    '--kafka-brokers',
+    options.brokers.join(','),
+    '--topics',
+    topic,
+    '--group-id',
+    `pipeline-${topic}`,
+    '--clickhouse-url',
+    options.clickhouseUrl,
+    '--database',
+    database,
+  ]);
   const api = await startHttpServer({ port: 0, host: '127.0.0.1', client: options.client, database, log: quietLog });
   try {
     // The group's first join takes seconds on the mock: wait until a first request is visible before timing.
     const warmUp = workload.bodies[workload.bodies.length - 1];
-    if (warmUp) await fetch(`http://127.0.0.1:${collectorPort}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: warmUp.body });
-    for (let i = 0; i < 300 && ((await pipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    if (warmUp)
+      await fetch(`http://127.0.0.1:${collectorPort}/v1/traces`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-protobuf' },
+        body: warmUp.body,
+      });
+    for (let i = 0; i < 300 && ((await pipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++)
+      await new Promise((r) => setTimeout(r, 100));
     stage(`${label}: pipeline ready, measuring`);
     const result = await measureFreshness({
       workload,

@@ -25,7 +25,13 @@ export function isoToNanos(text: string): bigint {
  * probe: a span whose end is later than every earlier span of its request id, so the lifecycle record can only
  * show it (last_seen at or after its end) once that very span is stored.
  */
-export async function buildWorkload(options: { rate: number; seconds: number; probeEvery: number; idPrefix: string; startTimeMs: number }): Promise<Workload> {
+export async function buildWorkload(options: {
+  rate: number;
+  seconds: number;
+  probeEvery: number;
+  idPrefix: string;
+  startTimeMs: number;
+}): Promise<Workload> {
   const captured: OtlpTraceRequest[] = [];
   const receiver = await startOtlpReceiver({ port: 0, host: '127.0.0.1', onRequest: (request) => void captured.push(request) });
   try {
@@ -33,7 +39,14 @@ export async function buildWorkload(options: { rate: number; seconds: number; pr
     config.requests = Math.max(1, Math.round((options.rate * options.seconds) / 16.4));
     config.durationMs = Number.MAX_SAFE_INTEGER;
     config.idPrefix = options.idPrefix;
-    await runSimulation({ config, endpoint: receiver.url, startTimeMs: options.startTimeMs, pace: 'fast', batchSize: 256, keepTruth: false });
+    await runSimulation({
+      config,
+      endpoint: receiver.url,
+      startTimeMs: options.startTimeMs,
+      pace: 'fast',
+      batchSize: 256,
+      keepTruth: false,
+    });
   } finally {
     await receiver.close();
   }
@@ -47,7 +60,8 @@ export async function buildWorkload(options: { rate: number; seconds: number; pr
       const id = span.attributes[REQUEST_ID];
       if (typeof id !== 'string') return;
       const before = latestEnd.get(id) ?? -1n;
-      if (!probe && index % options.probeEvery === 0 && span.endTimeUnixNano > before) probe = { requestId: id, endNs: span.endTimeUnixNano };
+      if (!probe && index % options.probeEvery === 0 && span.endTimeUnixNano > before)
+        probe = { requestId: id, endNs: span.endTimeUnixNano };
       if (span.endTimeUnixNano > before) latestEnd.set(id, span.endTimeUnixNano);
     });
     spans += count;
@@ -97,7 +111,9 @@ export async function measureFreshness(options: {
   /** The latest last_seen the read API shows for each id (none for an id without a lifecycle, or a failed read). */
   const lastSeenOf = async (ids: string[]): Promise<Map<string, bigint>> => {
     const lastSeen = new Map<string, bigint>();
-    const res = await fetch(`${readApiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText(ids))}`).catch(() => undefined);
+    const res = await fetch(
+      `${readApiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText(ids))}`,
+    ).catch(() => undefined);
     if (!res?.ok) {
       await res?.arrayBuffer();
       return lastSeen;
@@ -142,7 +158,11 @@ export async function measureFreshness(options: {
     inFlight.push(
       (async () => {
         for (;;) {
-          const res = await fetch(`${collectorUrl}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: item.body }).catch(() => undefined);
+          const res = await fetch(`${collectorUrl}/v1/traces`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-protobuf' },
+            body: item.body,
+          }).catch(() => undefined);
           await res?.arrayBuffer();
           if (res?.ok) break;
           rejected++;
@@ -151,7 +171,8 @@ export async function measureFreshness(options: {
         sending--;
         sent += item.spans;
         options.onProgress?.(sent, samplesMs.length);
-        if (item.probe) waiting.set(item.probe.requestId, [...(waiting.get(item.probe.requestId) ?? []), { endNs: item.probe.endNs, exportedAt }]);
+        if (item.probe)
+          waiting.set(item.probe.requestId, [...(waiting.get(item.probe.requestId) ?? []), { endNs: item.probe.endNs, exportedAt }]);
       })(),
     );
   }

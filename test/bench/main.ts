@@ -31,7 +31,16 @@ const program = new Command('bench')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
   .parse();
-const opts = program.opts<{ quick?: boolean; halfLoad: boolean; spans?: string; lifecycles?: string; rate?: string; freshnessSeconds?: string; runs?: string; partitions?: string }>();
+const opts = program.opts<{
+  quick?: boolean;
+  halfLoad: boolean;
+  spans?: string;
+  lifecycles?: string;
+  rate?: string;
+  freshnessSeconds?: string;
+  runs?: string;
+  partitions?: string;
+}>();
 const quick = opts.quick === true;
 const settings = {
   spans: Number(opts.spans ?? (quick ? 100_000 : 1_000_000)),
@@ -44,7 +53,8 @@ const settings = {
 const halfLoad = opts.halfLoad && !quick;
 // About 520 bytes per span in the collector's messages; 3.5 MB per partition leaves the mock's 5 MB some room.
 settings.partitions = Number(opts.partitions ?? Math.max(12, Math.ceil((settings.spans * 520) / 3.5e6)));
-for (const [key, value] of Object.entries(settings)) if (!Number.isFinite(value) || value <= 0) program.error(`--${key}: expected a positive number, got ${value}`);
+for (const [key, value] of Object.entries(settings))
+  if (!Number.isFinite(value) || value <= 0) program.error(`--${key}: expected a positive number, got ${value}`);
 
 const figures: Figure[] = [];
 const started = Date.now();
@@ -56,9 +66,17 @@ const kafka = kafkaForTests(mock.brokers, 'holdscope-bench');
 /** Waits (at most `minutes`) until ClickHouse runs no background merge, and reports how long that took as `name`. */
 async function waitForMerges(whose: string, name: string, when: string, minutes: number) {
   stage(`waiting for ${whose} background merges`);
-  const merges = await settleMerges(client, { timeoutMs: minutes * 60_000, onProgress: (n) => progress(`background merges: ${n} running`) });
+  const merges = await settleMerges(client, {
+    timeoutMs: minutes * 60_000,
+    onProgress: (n) => progress(`background merges: ${n} running`),
+  });
   const tables = merges.tablesAtStart.length ? ` (${merges.tablesAtStart.join(', ')})` : '';
-  figures.push({ name, value: Math.round(merges.seconds), unit: 's', note: `${merges.mergesAtStart} merges running ${when}${tables}${merges.settled ? '' : '; still merging when the wait gave up'}` });
+  figures.push({
+    name,
+    value: Math.round(merges.seconds),
+    unit: 's',
+    note: `${merges.mergesAtStart} merges running ${when}${tables}${merges.settled ? '' : '; still merging when the wait gave up'}`,
+  });
   return merges;
 }
 const run = createHash('sha1').update(String(started)).digest('hex').slice(0, 6);
@@ -67,8 +85,21 @@ try {
   const topic = `bench-backlog-${run}`;
   await mock.createTopic(topic, settings.partitions);
   stage('producing the backlog');
-  const backlog = await produceBacklog({ kafka, topic, spans: settings.spans, seed: 7, idPrefix: `b${run}`, startTimeMs: Date.now() - 3_600_000, onProgress: (n) => progress(`producing the backlog: ${n} spans`) });
-  figures.push({ name: 'backlog', value: backlog.spans, unit: 'spans', note: `${backlog.lifecycles} lifecycles, ${backlog.messages} messages (${(backlog.bytes / 2 ** 20).toFixed(0)} MiB) in ${settings.partitions} partitions` });
+  const backlog = await produceBacklog({
+    kafka,
+    topic,
+    spans: settings.spans,
+    seed: 7,
+    idPrefix: `b${run}`,
+    startTimeMs: Date.now() - 3_600_000,
+    onProgress: (n) => progress(`producing the backlog: ${n} spans`),
+  });
+  figures.push({
+    name: 'backlog',
+    value: backlog.spans,
+    unit: 'spans',
+    note: `${backlog.lifecycles} lifecycles, ${backlog.messages} messages (${(backlog.bytes / 2 ** 20).toFixed(0)} MiB) in ${settings.partitions} partitions`,
+  });
   stage('serializing the backlog ahead of time');
   const prepared = await preSerialize(kafka, topic);
   if (prepared.rows !== backlog.spans) throw new Error(`pre-serialized ${prepared.rows} rows for ${backlog.spans} spans`);
@@ -76,21 +107,57 @@ try {
   const ceilingDb = `bench_ceiling_${run}`;
   await migrate(client, { database: ceilingDb, retentionDays: 30 });
   stage('ceiling');
-  const ceiling = await runCeiling({ kafka, topic, client, database: ceilingDb, prepared: prepared.byOffset, expectedRows: prepared.rows, onProgress: (n) => progress(`ceiling: ${n} rows`) });
+  const ceiling = await runCeiling({
+    kafka,
+    topic,
+    client,
+    database: ceilingDb,
+    prepared: prepared.byOffset,
+    expectedRows: prepared.rows,
+    onProgress: (n) => progress(`ceiling: ${n} rows`),
+  });
   prepared.byOffset.clear();
-  figures.push({ name: 'ceiling', value: Math.round(ceiling.spansPerSecond), unit: 'spans/s', note: `kafkajs + INSERT of pre-serialized rows, ${ceiling.seconds.toFixed(2)} s` });
+  figures.push({
+    name: 'ceiling',
+    value: Math.round(ceiling.spansPerSecond),
+    unit: 'spans/s',
+    note: `kafkajs + INSERT of pre-serialized rows, ${ceiling.seconds.toFixed(2)} s`,
+  });
 
   const pipelineDb = `bench_pipeline_${run}`;
   stage('pipeline draining the backlog');
   const drained = await drainThroughPipeline(
-    ['--kafka-brokers', mock.brokers.join(','), '--topics', topic, '--group-id', `pipeline-${topic}`, '--clickhouse-url', server.url, '--database', pipelineDb],
+    [
+      '--kafka-brokers',
+      mock.brokers.join(','),
+      '--topics',
+      topic,
+      '--group-id',
+      `pipeline-${topic}`,
+      '--clickhouse-url',
+      server.url,
+      '--database',
+      pipelineDb,
+    ],
     backlog.spans,
     (n) => progress(`pipeline: ${n} rows`),
   );
   const ratio = drained.spansPerSecond / ceiling.spansPerSecond;
-  figures.push({ name: 'pipeline', value: Math.round(drained.spansPerSecond), unit: 'spans/s', note: `holdscope pipeline process, ${drained.seconds.toFixed(2)} s` });
+  figures.push({
+    name: 'pipeline',
+    value: Math.round(drained.spansPerSecond),
+    unit: 'spans/s',
+    note: `holdscope pipeline process, ${drained.seconds.toFixed(2)} s`,
+  });
   figures.push({ name: 'ratio', value: Number(ratio.toFixed(3)), unit: '', goal: '>= 0.7', ok: ratio >= 0.7 });
-  figures.push({ name: 'peak RSS', value: Math.round(drained.peakRssMiB), unit: 'MiB', note: `pipeline draining ${backlog.spans} spans, NODE_OPTIONS=--max-old-space-size=${PIPELINE_HEAP_MB}`, goal: '< 400', ok: drained.peakRssMiB < 400 });
+  figures.push({
+    name: 'peak RSS',
+    value: Math.round(drained.peakRssMiB),
+    unit: 'MiB',
+    note: `pipeline draining ${backlog.spans} spans, NODE_OPTIONS=--max-old-space-size=${PIPELINE_HEAP_MB}`,
+    goal: '< 400',
+    ok: drained.peakRssMiB < 400,
+  });
 
   await client.command({ query: `DROP DATABASE IF EXISTS ${ceilingDb}` });
 
@@ -113,27 +180,72 @@ try {
   const drainMerges = await waitForMerges("the drained backlog's", 'merges settled (before freshness)', 'after the drain', quick ? 1 : 5);
   const fresh = await freshnessAt('fresh', 'freshness', settings.rate);
   const unseenNote = (r: FreshnessStageResult) => (r.unseen > 0 ? `${r.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined);
-  figures.push({ name: 'offered load', value: Math.round(fresh.offeredSpansPerSecond), unit: 'spans/s', note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried` });
-  figures.push({ name: 'freshness p50', value: Math.round(fresh.p50Ms), unit: 'ms', note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms` });
-  figures.push({ name: 'freshness p99', value: Math.round(fresh.p99Ms), unit: 'ms', goal: '< 2000', ok: fresh.p99Ms < 2000 && fresh.unseen === 0, note: unseenNote(fresh) });
+  figures.push({
+    name: 'offered load',
+    value: Math.round(fresh.offeredSpansPerSecond),
+    unit: 'spans/s',
+    note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried`,
+  });
+  figures.push({
+    name: 'freshness p50',
+    value: Math.round(fresh.p50Ms),
+    unit: 'ms',
+    note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms`,
+  });
+  figures.push({
+    name: 'freshness p99',
+    value: Math.round(fresh.p99Ms),
+    unit: 'ms',
+    goal: '< 2000',
+    ok: fresh.p99Ms < 2000 && fresh.unseen === 0,
+    note: unseenNote(fresh),
+  });
   let half: FreshnessStageResult | undefined;
   if (halfLoad) {
     half = await freshnessAt('fresh-half', 'freshness at half the load', Math.round(settings.rate / 2));
-    figures.push({ name: '  at half the load: offered', value: Math.round(half.offeredSpansPerSecond), unit: 'spans/s', note: `${half.rejected} requests refused or failed and retried` });
-    figures.push({ name: '  at half the load: freshness p99', value: Math.round(half.p99Ms), unit: 'ms', note: unseenNote(half) ?? `p50 ${Math.round(half.p50Ms)} ms, ${half.samplesMs.length} probes` });
+    figures.push({
+      name: '  at half the load: offered',
+      value: Math.round(half.offeredSpansPerSecond),
+      unit: 'spans/s',
+      note: `${half.rejected} requests refused or failed and retried`,
+    });
+    figures.push({
+      name: '  at half the load: freshness p99',
+      value: Math.round(half.p99Ms),
+      unit: 'ms',
+      note: unseenNote(half) ?? `p50 ${Math.round(half.p50Ms)} ms, ${half.samplesMs.length} probes`,
+    });
   }
 
   // 4: the pages' queries over a large dataset.
   const queryDb = `bench_queries_${run}`;
   const endMs = Date.now();
   stage('building the query dataset');
-  const dataset = await buildQueryDataset({ client, templateDb: pipelineDb, database: queryDb, lifecycles: settings.lifecycles, endMs, onProgress: (n) => progress(`query dataset: ${n} lifecycles`) });
-  figures.push({ name: 'query dataset', value: dataset.lifecycles, unit: 'lifecycles', note: `${dataset.spans} spans over ${dataset.hours.toFixed(1)} h ending now, built in ${dataset.seconds.toFixed(0)} s` });
+  const dataset = await buildQueryDataset({
+    client,
+    templateDb: pipelineDb,
+    database: queryDb,
+    lifecycles: settings.lifecycles,
+    endMs,
+    onProgress: (n) => progress(`query dataset: ${n} lifecycles`),
+  });
+  figures.push({
+    name: 'query dataset',
+    value: dataset.lifecycles,
+    unit: 'lifecycles',
+    note: `${dataset.spans} spans over ${dataset.hours.toFixed(1)} h ending now, built in ${dataset.seconds.toFixed(0)} s`,
+  });
   const merges = await waitForMerges("the dataset's", 'merges settled', 'when the load ended', quick ? 1 : 15);
   const queryApi = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: queryDb, log: quietLog });
   let latencies;
   try {
-    const idRows = await (await client.query({ query: `SELECT request_id FROM ${queryDb}.spans WHERE name = 'pd.release' AND start_time >= {from:DateTime64(9)} LIMIT 1`, format: 'JSONEachRow', query_params: { from: new Date(endMs - 3_600_000).toISOString().replace('T', ' ').replace('Z', '') } })).json<{ request_id: string }>();
+    const idRows = await (
+      await client.query({
+        query: `SELECT request_id FROM ${queryDb}.spans WHERE name = 'pd.release' AND start_time >= {from:DateTime64(9)} LIMIT 1`,
+        format: 'JSONEachRow',
+        query_params: { from: new Date(endMs - 3_600_000).toISOString().replace('T', ' ').replace('Z', '') },
+      })
+    ).json<{ request_id: string }>();
     stage("timing the pages' requests");
     if (!idRows[0]) throw new Error('the query dataset has no release in its last hour');
     latencies = await timePageRequests({
@@ -148,9 +260,22 @@ try {
   } finally {
     await queryApi.close();
   }
-  for (const l of latencies) figures.push({ name: `  ${l.page} ${l.path}`, value: Math.round(l.p95Ms), unit: 'ms p95', note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs after ${PAGE_WARM_UPS} untimed (${l.untimedMs.map((ms) => Math.round(ms)).join(', ')} ms)` });
+  for (const l of latencies)
+    figures.push({
+      name: `  ${l.page} ${l.path}`,
+      value: Math.round(l.p95Ms),
+      unit: 'ms p95',
+      note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs after ${PAGE_WARM_UPS} untimed (${l.untimedMs.map((ms) => Math.round(ms)).join(', ')} ms)`,
+    });
   const queryP95 = Math.max(...latencies.filter((l) => l.page === 'on-call').map((l) => l.p95Ms));
-  figures.push({ name: 'query p95', value: Math.round(queryP95), unit: 'ms', goal: '< 250', ok: queryP95 < 250, note: 'slowest request of the on-call page, last hour' });
+  figures.push({
+    name: 'query p95',
+    value: Math.round(queryP95),
+    unit: 'ms',
+    goal: '< 250',
+    ok: queryP95 < 250,
+    note: 'slowest request of the on-call page, last hour',
+  });
 
   report(figures, {
     machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
@@ -164,7 +289,9 @@ try {
       freshness_p50_ms: Math.round(fresh.p50Ms),
       freshness_p99_ms: Math.round(fresh.p99Ms),
       offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
-      ...(half ? { half_load_offered_spans_per_s: Math.round(half.offeredSpansPerSecond), half_load_freshness_p99_ms: Math.round(half.p99Ms) } : {}),
+      ...(half
+        ? { half_load_offered_spans_per_s: Math.round(half.offeredSpansPerSecond), half_load_freshness_p99_ms: Math.round(half.p99Ms) }
+        : {}),
       query_p95_ms: Math.round(queryP95),
       query_lifecycles: dataset.lifecycles,
       merges_settled_s: Math.round(merges.seconds),

@@ -27,7 +27,10 @@ export async function buildQueryDataset(options: {
   const { client, templateDb, database } = options;
   const started = performance.now();
   await migrate(client, { database, retentionDays: 30 });
-  const templateLifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${templateDb}.lifecycle_states)`);
+  const templateLifecycles = await scalar(
+    client,
+    `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${templateDb}.lifecycle_states)`,
+  );
   const templateStart = await scalar(client, `SELECT toUnixTimestamp64Milli(min(start_time)) AS n FROM ${templateDb}.spans`);
   const templateEnd = await scalar(client, `SELECT toUnixTimestamp64Milli(max(end_time)) AS n FROM ${templateDb}.spans`);
   const copies = Math.max(1, Math.ceil(options.lifecycles / templateLifecycles));
@@ -57,7 +60,10 @@ export async function buildQueryDataset(options: {
   for (const table of ['lifecycle_records', 'lifecycle_flags', 'lifecycle_holds', 'page_allocations']) {
     await client.command({ query: `OPTIMIZE TABLE ${database}.${table} FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
   }
-  const lifecycles = await scalar(client, `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`);
+  const lifecycles = await scalar(
+    client,
+    `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${database}.lifecycle_states)`,
+  );
   const spans = await scalar(client, `SELECT count() AS n FROM ${database}.spans`);
   return { lifecycles, spans, hours: (copies * slotMs) / 3_600_000, seconds: (performance.now() - started) / 1000 };
 }
@@ -79,7 +85,10 @@ export interface MergesSettled {
  * are timed once it has cleared, as a server that has run for hours before an incident has cleared it.
  * Quiet on three polls in a row: one merge ending often schedules the next.
  */
-export async function settleMerges(client: ClickHouseClient, options: { timeoutMs: number; pollMs?: number; onProgress?: (merges: number) => void }): Promise<MergesSettled> {
+export async function settleMerges(
+  client: ClickHouseClient,
+  options: { timeoutMs: number; pollMs?: number; onProgress?: (merges: number) => void },
+): Promise<MergesSettled> {
   const started = performance.now();
   const pollMs = options.pollMs ?? 1000;
   const busy = async () => {
@@ -130,7 +139,15 @@ export const PAGE_WARM_UPS = 4;
  * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` untimed requests, which are
  * reported on their own.
  */
-export async function timePageRequests(options: { apiUrl: string; from: string; to: string; requestId: string; runs: number; warmUps: number; onProgress?: (done: number) => void }): Promise<EndpointLatency[]> {
+export async function timePageRequests(options: {
+  apiUrl: string;
+  from: string;
+  to: string;
+  requestId: string;
+  runs: number;
+  warmUps: number;
+  onProgress?: (done: number) => void;
+}): Promise<EndpointLatency[]> {
   const window = `from=${encodeURIComponent(options.from)}&to=${encodeURIComponent(options.to)}`;
   const id = encodeURIComponent(options.requestId);
   const endpoints: { path: string; page: EndpointLatency['page'] }[] = [
@@ -162,7 +179,14 @@ export async function timePageRequests(options: { apiUrl: string; from: string; 
       options.onProgress?.(++done);
     }
     const timed = times.slice(options.warmUps);
-    out.push({ path: endpoint.path.split('?')[0] as string, page: endpoint.page, p50Ms: percentile(timed, 50), p95Ms: percentile(timed, 95), runs: timed.length, untimedMs: times.slice(0, options.warmUps) });
+    out.push({
+      path: endpoint.path.split('?')[0] as string,
+      page: endpoint.page,
+      p50Ms: percentile(timed, 50),
+      p95Ms: percentile(timed, 95),
+      runs: timed.length,
+      untimedMs: times.slice(0, options.warmUps),
+    });
   }
   return out;
 }

@@ -20,9 +20,17 @@ export function stage(text: string): void {
   process.stderr.write(`[${((Date.now() - benchStarted) / 1000).toFixed(0).padStart(4)} s] ${text}\n`);
 }
 
-export function report(figures: Figure[], run: { machine: string; command: string; seconds: number; json: Record<string, number | null> }): void {
+export function report(
+  figures: Figure[],
+  run: { machine: string; command: string; seconds: number; json: Record<string, number | null> },
+): void {
   progress('');
-  const rows = figures.map((f) => [f.name, `${f.value.toLocaleString('en-US')} ${f.unit}`.trim(), f.goal ? `${f.goal} ${f.ok ? 'met' : 'NOT MET'}` : '', f.note ?? '']);
+  const rows = figures.map((f) => [
+    f.name,
+    `${f.value.toLocaleString('en-US')} ${f.unit}`.trim(),
+    f.goal ? `${f.goal} ${f.ok ? 'met' : 'NOT MET'}` : '',
+    f.note ?? '',
+  ]);
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] as string).length), ['figure', 'value', 'goal'][i]?.length ?? 0));
   const line = (r: string[]) => r.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] as number) : cell)).join('  ');
   console.log(`holdscope bench: ${run.command} on ${run.machine}, ${run.seconds.toFixed(0)} s`);

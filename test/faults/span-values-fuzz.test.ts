@@ -34,7 +34,17 @@ import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import type { OtlpResourceSpans } from '../../contract/index.ts';
 import { startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
 import { decodeResource, holdSpan } from '../support/fuzz-otlp.ts';
-import { buildSpan, COLUMN_DEFAULTS, encodeRequest, expectation, resolveTimes, RETENTION_NS, spanCaseArb, type Expectation, type SpanCase } from '../support/span-values.ts';
+import {
+  buildSpan,
+  COLUMN_DEFAULTS,
+  encodeRequest,
+  expectation,
+  resolveTimes,
+  RETENTION_NS,
+  spanCaseArb,
+  type Expectation,
+  type SpanCase,
+} from '../support/span-values.ts';
 import { startStack } from '../support/stack.ts';
 
 const SEED = Number(process.env.HOLDSCOPE_SPAN_FUZZ_SEED ?? 20_261_205);
@@ -60,7 +70,9 @@ const nowNs = (): bigint => BigInt(Date.now()) * 1_000_000n;
 /** ExportTraceServiceResponse's partial_success, from a JSON or protobuf answer. */
 function partialSuccess(body: Buffer, encoding: 'protobuf' | 'json'): { rejected: number; message: string } {
   if (encoding === 'json') {
-    const doc = JSON.parse(body.toString('utf8') || '{}') as { partialSuccess?: { rejectedSpans?: string | number; errorMessage?: string } };
+    const doc = JSON.parse(body.toString('utf8') || '{}') as {
+      partialSuccess?: { rejectedSpans?: string | number; errorMessage?: string };
+    };
     return { rejected: Number(doc.partialSuccess?.rejectedSpans ?? 0), message: doc.partialSuccess?.errorMessage ?? '' };
   }
   let rejected = 0;
@@ -139,7 +151,8 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
     let processedBase = 0; // spans the pipeline wrote or skipped but that were never accounted (after a timeout)
     const m = stack.pipeline.metrics;
     const total = async (c: { get(): Promise<{ values: { value: number }[] }> }) => (await c.get()).values.reduce((a, v) => a + v.value, 0);
-    const processed = async () => (await total(m.rowsInserted)) + (await total(m.deadLetterRows)) + (await total(m.invalidSpans)) - processedBase;
+    const processed = async () =>
+      (await total(m.rowsInserted)) + (await total(m.deadLetterRows)) + (await total(m.invalidSpans)) - processedBase;
 
     const sendOne = async (kase: SpanCase): Promise<Sent> => {
       const fuzzIds = nextIds();
@@ -174,7 +187,17 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
       const scope = { name: 'span-values-fuzz', version: '1' };
       const fuzzed: OtlpResourceSpans = { resource, scopeSpans: [{ scope, spans: [span] }] };
       const neighbour: OtlpResourceSpans = { resource: decodeResource('sentinel'), scopeSpans: [{ scope, spans: [sentinelSpan] }] };
-      const sent: Sent = { kase, expect, spanId: fuzzIds.spanId, sentinelId: sentinel.spanId, sentinelRow, status: 0, rejected: 0, message: '', startNs: times.start };
+      const sent: Sent = {
+        kase,
+        expect,
+        spanId: fuzzIds.spanId,
+        sentinelId: sentinel.spanId,
+        sentinelRow,
+        status: 0,
+        rejected: 0,
+        message: '',
+        startNs: times.start,
+      };
       try {
         const body = encodeRequest(fuzzed, neighbour, kase.encoding, kase.jsonNumbers);
         const res = await fetch(`${stack.collectorUrl}/v1/traces`, {
@@ -207,7 +230,11 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
       const readAt = nowNs();
       const idList = sent.flatMap((s) => [s.spanId, s.sentinelId]);
       const rows = (await (
-        await client.query({ query: `SELECT ${COLUMNS} FROM ${stack.database}.spans FINAL WHERE span_id IN {ids:Array(String)}`, query_params: { ids: idList }, format: 'JSONEachRow' })
+        await client.query({
+          query: `SELECT ${COLUMNS} FROM ${stack.database}.spans FINAL WHERE span_id IN {ids:Array(String)}`,
+          query_params: { ids: idList },
+          format: 'JSONEachRow',
+        })
       ).json()) as Record<string, unknown>[];
       const dead = (await (
         await client.query({
@@ -221,7 +248,8 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
 
       const problems: string[] = [];
       for (const s of sent) {
-        const what = () => `${s.kase.name} (${s.kase.encoding}${s.kase.encoding === 'json' && s.kase.jsonNumbers ? ', 64-bit ints as JSON numbers' : ''}) span ${s.spanId} [${s.expect.notes.join('; ') || 'valid'}]`;
+        const what = () =>
+          `${s.kase.name} (${s.kase.encoding}${s.kase.encoding === 'json' && s.kase.jsonNumbers ? ', 64-bit ints as JSON numbers' : ''}) span ${s.spanId} [${s.expect.notes.join('; ') || 'valid'}]`;
         counts.sent++;
         counts.sentinels++;
         if (s.status !== 200) {
@@ -230,7 +258,8 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
         }
         // The valid neighbour: never rejected, stored exactly.
         const sentinelRows = bySpan.get(s.sentinelId) ?? [];
-        if (sentinelRows.length !== 1) problems.push(`${what()}: its valid neighbour ${s.sentinelId} is stored ${sentinelRows.length} times`);
+        if (sentinelRows.length !== 1)
+          problems.push(`${what()}: its valid neighbour ${s.sentinelId} is stored ${sentinelRows.length} times`);
         else {
           const diff = differences(s.sentinelRow, sentinelRows[0] as Record<string, unknown>);
           if (diff.length > 0) problems.push(`${what()}: its valid neighbour is stored differently: ${diff.join('; ')}`);
@@ -246,18 +275,23 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
         if (s.rejected === 1) {
           counts.rejected++;
           if (s.expect.outcome === 'stored') problems.push(`${what()}: a valid span was rejected: ${clip(s.message)}`);
-          else if (!s.expect.reasons.some((re) => re.test(s.message))) problems.push(`${what()}: rejected for a reason naming none of the fields at fault: ${clip(s.message)}`);
+          else if (!s.expect.reasons.some((re) => re.test(s.message)))
+            problems.push(`${what()}: rejected for a reason naming none of the fields at fault: ${clip(s.message)}`);
           if (stored.length > 0) problems.push(`${what()}: rejected and stored too`);
           continue;
         }
-        if (s.expect.outcome === 'rejected') problems.push(`${what()}: an invalid span was accepted${stored.length > 0 ? ' and stored' : ''}`);
+        if (s.expect.outcome === 'rejected')
+          problems.push(`${what()}: an invalid span was accepted${stored.length > 0 ? ' and stored' : ''}`);
         if (stored.length === 0) {
           const expired = s.expect.mayExpire && s.startNs + RETENTION_NS < readAt;
           if (expired) {
             counts.expired++;
             continue;
           }
-          const why = letters.length > 0 ? `ClickHouse refused it: ${letters.map((d) => `${d.error_name}: ${clip(d.error_message, 200)}`).join('; ')}` : 'in neither spans nor span_dead_letters';
+          const why =
+            letters.length > 0
+              ? `ClickHouse refused it: ${letters.map((d) => `${d.error_name}: ${clip(d.error_message, 200)}`).join('; ')}`
+              : 'in neither spans nor span_dead_letters';
           problems.push(`${what()}: accepted but not stored (${why})`);
           continue;
         }
@@ -267,7 +301,8 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
         if (diff.length > 0) problems.push(`${what()}: stored differently from what was sent: ${diff.join('; ')}`);
         else counts.equal++;
       }
-      if (lag > 0) problems.push(`the pipeline handled ${lag} accepted spans fewer than the collector accepted within ${STORE_TIMEOUT_MS} ms`);
+      if (lag > 0)
+        problems.push(`the pipeline handled ${lag} accepted spans fewer than the collector accepted within ${STORE_TIMEOUT_MS} ms`);
       return problems;
     };
 
@@ -276,14 +311,22 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
       await fc.assert(
         fc.asyncProperty(fc.array(spanCaseArb, { minLength: 1, maxLength: MAX_BATCH, size: 'max' }), async (cases) => {
           const problems = await runBatch(cases);
-          if (problems.length > 0) assert.fail(`${problems.length} problems in a batch of ${cases.length} spans:\n${problems.slice(0, 12).join('\n')}`);
+          if (problems.length > 0)
+            assert.fail(`${problems.length} problems in a batch of ${cases.length} spans:\n${problems.slice(0, 12).join('\n')}`);
         }),
-        { seed: SEED, numRuns: NUM_RUNS, includeErrorInReport: true, plugins: [fc.interruptAfterTimeLimit(TIME_LIMIT_MS, { failOnInterrupt: true })] },
+        {
+          seed: SEED,
+          numRuns: NUM_RUNS,
+          includeErrorInReport: true,
+          plugins: [fc.interruptAfterTimeLimit(TIME_LIMIT_MS, { failOnInterrupt: true })],
+        },
       );
     } catch (error) {
       failure = error;
     }
-    const allDead = (await (await client.query({ query: `SELECT count() AS n FROM ${stack.database}.span_dead_letters FINAL`, format: 'JSONEachRow' })).json()) as { n: number | string }[];
+    const allDead = (await (
+      await client.query({ query: `SELECT count() AS n FROM ${stack.database}.span_dead_letters FINAL`, format: 'JSONEachRow' })
+    ).json()) as { n: number | string }[];
     const deadLetters = Number(allDead[0]?.n ?? 0);
     console.log(
       `faults: fuzz spans sent ${counts.sent}, rejected ${counts.rejected}, stored ${counts.stored}, equal ${counts.equal}, seed ${SEED}; ` +
@@ -295,6 +338,9 @@ describe('faults: span values fuzz (fast-check; collector → mock Kafka → pip
     assert.equal(counts.rejected + counts.stored + counts.expired, counts.sent, 'each span sent is rejected or stored');
     assert.equal(counts.equal, counts.stored, 'each span stored reads back equal');
     assert.equal(deadLetters, 0, 'span_dead_letters is empty: ClickHouse refused no row the collector accepted');
-    assert.ok(counts.rejected > counts.sent / 10 && counts.stored > counts.sent / 10, `both outcomes are exercised: ${counts.rejected} rejected, ${counts.stored} stored of ${counts.sent}`);
+    assert.ok(
+      counts.rejected > counts.sent / 10 && counts.stored > counts.sent / 10,
+      `both outcomes are exercised: ${counts.rejected} rejected, ${counts.stored} stored of ${counts.sent}`,
+    );
   });
 });

@@ -40,7 +40,9 @@ describe('Prometheus alerting rules (promtool)', () => {
       assert.ok(ruleText.includes(`runbook_url: "docs/runbooks.md#${alert.toLowerCase()}"`), `${alert}: runbook_url`);
       assert.ok(anchors.has(alert.toLowerCase()), `${alert}: docs/runbooks.md has no '## ${alert}' section`);
       // An eval of this alert expecting alerts, and one expecting none.
-      const evals = [...testText.matchAll(new RegExp(`alertname: ${alert}\\n\\s+exp_alerts:(.*)`, 'g'))].map((m) => (m[1] as string).trim());
+      const evals = [...testText.matchAll(new RegExp(`alertname: ${alert}\\n\\s+exp_alerts:(.*)`, 'g'))].map((m) =>
+        (m[1] as string).trim(),
+      );
       assert.ok(evals.includes('[]'), `${alert}: no test in which it must stay silent`);
       assert.ok(evals.includes(''), `${alert}: no test in which it fires`);
     }

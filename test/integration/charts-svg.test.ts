@@ -10,8 +10,6 @@ import { loadScenario } from '../support/load.ts';
 import { EVIL_ID, loadEvilRequest } from '../support/markup-request.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
-
-
 describe('GET /charts/:name.svg renders the page specs on the server', () => {
   let client: ClickHouseClient;
   let server: { port: number; close(): Promise<void> };
@@ -39,7 +37,8 @@ describe('GET /charts/:name.svg renders the page specs on the server', () => {
     assert.match(body, /xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
     return body;
   }
-  const markPaths = (body: string, role: string) => (body.match(new RegExp(`class="mark-${role} role-mark[^"]*"[^>]*>\\s*<path`, 'g')) ?? []).length;
+  const markPaths = (body: string, role: string) =>
+    (body.match(new RegExp(`class="mark-${role} role-mark[^"]*"[^>]*>\\s*<path`, 'g')) ?? []).length;
 
   it('resolution: stacked bars per engine, the timeout share and its threshold line', async () => {
     const body = await svg('/charts/resolution.svg');

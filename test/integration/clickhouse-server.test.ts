@@ -79,12 +79,16 @@ describe('ClickHouse HTTP server from chdb (scripts/chdb-server.mjs)', { timeout
   it('binds query parameters', async () => {
     const [row] = await rows<{ y: number }>(client, 'SELECT {x:UInt32} + 1 AS y', { x: 41 });
     assert.equal(row?.y, 42);
-    const [named] = await rows<{ n: number }>(client, `SELECT count() AS n FROM ${DB}.events WHERE name = {name:String}`, { name: 'event-7' });
+    const [named] = await rows<{ n: number }>(client, `SELECT count() AS n FROM ${DB}.events WHERE name = {name:String}`, {
+      name: 'event-7',
+    });
     assert.equal(named?.n, 1);
   });
 
   it('takes two concurrent inserts into the same table', async () => {
-    await client.command({ query: `CREATE TABLE ${DB}.concurrent (id UInt64, name String, ts DateTime64(3, 'UTC'), value Float64) ENGINE = MergeTree ORDER BY id` });
+    await client.command({
+      query: `CREATE TABLE ${DB}.concurrent (id UInt64, name String, ts DateTime64(3, 'UTC'), value Float64) ENGINE = MergeTree ORDER BY id`,
+    });
     await Promise.all([
       client.insert({ table: `${DB}.concurrent`, values: eventRows(0, 5_000), format: 'JSONEachRow' }),
       client.insert({ table: `${DB}.concurrent`, values: eventRows(5_000, 5_000), format: 'JSONEachRow' }),
@@ -93,13 +97,25 @@ describe('ClickHouse HTTP server from chdb (scripts/chdb-server.mjs)', { timeout
   });
 
   it('deduplicates a ReplacingMergeTree with FINAL', async () => {
-    await client.command({ query: `CREATE TABLE ${DB}.latest (id UInt64, version UInt32, state String) ENGINE = ReplacingMergeTree(version) ORDER BY id` });
-    await client.insert({ table: `${DB}.latest`, values: [{ id: 1, version: 1, state: 'old' }, { id: 2, version: 1, state: 'only' }], format: 'JSONEachRow' });
+    await client.command({
+      query: `CREATE TABLE ${DB}.latest (id UInt64, version UInt32, state String) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
+    });
+    await client.insert({
+      table: `${DB}.latest`,
+      values: [
+        { id: 1, version: 1, state: 'old' },
+        { id: 2, version: 1, state: 'only' },
+      ],
+      format: 'JSONEachRow',
+    });
     await client.insert({ table: `${DB}.latest`, values: [{ id: 1, version: 2, state: 'new' }], format: 'JSONEachRow' });
     assert.equal(await count(client, `${DB}.latest`), 3, 'two parts, not merged yet');
     assert.equal(await count(client, `${DB}.latest`, true), 2);
     const got = await rows<{ id: number; state: string }>(client, `SELECT id, state FROM ${DB}.latest FINAL ORDER BY id`);
-    assert.deepEqual(got, [{ id: 1, state: 'new' }, { id: 2, state: 'only' }]);
+    assert.deepEqual(got, [
+      { id: 1, state: 'new' },
+      { id: 2, state: 'only' },
+    ]);
   });
 
   // ClickHouse notices a client that went away only while it writes to it: with cancel_http_readonly_queries_on_client_close
@@ -113,11 +129,21 @@ describe('ClickHouse HTTP server from chdb (scripts/chdb-server.mjs)', { timeout
       abort_signal: controller.signal,
       clickhouse_settings: { cancel_http_readonly_queries_on_client_close: 1, send_progress_in_http_headers: 1, max_execution_time: 10 },
     });
-    const seen = await waitFor(async () => (await rows<{ n: number }>(client, `SELECT count() AS n FROM system.processes WHERE query_id = {id:String}`, { id: queryId }))[0]?.n === 1, 5_000);
+    const seen = await waitFor(
+      async () =>
+        (await rows<{ n: number }>(client, `SELECT count() AS n FROM system.processes WHERE query_id = {id:String}`, { id: queryId }))[0]
+          ?.n === 1,
+      5_000,
+    );
     assert.ok(seen, 'the long query showed up in system.processes');
     controller.abort();
     await assert.rejects(long);
-    const gone = await waitFor(async () => (await rows<{ n: number }>(client, `SELECT count() AS n FROM system.processes WHERE query_id = {id:String}`, { id: queryId }))[0]?.n === 0, 5_000);
+    const gone = await waitFor(
+      async () =>
+        (await rows<{ n: number }>(client, `SELECT count() AS n FROM system.processes WHERE query_id = {id:String}`, { id: queryId }))[0]
+          ?.n === 0,
+      5_000,
+    );
     assert.ok(gone, 'the server cancelled the query of the client that went away');
     assert.equal(await count(client, `${DB}.events`), 10_000);
   });
@@ -135,7 +161,10 @@ describe('ClickHouse HTTP server from chdb (scripts/chdb-server.mjs)', { timeout
     // Without the script's own checks, ClickHouse reports the lock itself and the script gives up at once.
     const raw = await runScript(['--path', server.path, '--no-precheck']);
     assert.equal(raw.code, 1);
-    assert.match(raw.stderr, /Code: 76\. DB::Exception: Cannot lock file .*status\. Another server instance in same directory is already running/);
+    assert.match(
+      raw.stderr,
+      /Code: 76\. DB::Exception: Cannot lock file .*status\. Another server instance in same directory is already running/,
+    );
     assert.ok(performance.now() - started < 10_000, 'failed fast rather than hanging');
     assert.equal(await count(client, `${DB}.events`), 10_000, 'the first server is unaffected');
   });

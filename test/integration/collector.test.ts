@@ -7,7 +7,14 @@ import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trac
 import type { Kafka } from 'kafkajs';
 import { Collector, collectorConfigSchema, type CollectorConfig } from '../../collector/index.ts';
 import { createLogger } from '../../common/index.ts';
-import { decodeOtlpProtobuf, encodeOtlpJson, encodeOtlpProtobuf, forEachSpan, partitionKey, type OtlpTraceRequest } from '../../contract/index.ts';
+import {
+  decodeOtlpProtobuf,
+  encodeOtlpJson,
+  encodeOtlpProtobuf,
+  forEachSpan,
+  partitionKey,
+  type OtlpTraceRequest,
+} from '../../contract/index.ts';
 import { buildScenario, runSimulation } from '../../emitter/index.ts';
 import { kafkaForTests, randomTopic, startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
 import { readTopic } from '../support/kafka-read.ts';
@@ -19,7 +26,14 @@ async function startCollector(mock: KafkaMock, over: Partial<Record<keyof Collec
   const deadLetterTopic = randomTopic('dlq');
   await mock.createTopic(topic, 6);
   await mock.createTopic(deadLetterTopic, 2);
-  const config = collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic, deadLetterTopic, ...over });
+  const config = collectorConfigSchema.parse({
+    port: 0,
+    host: '127.0.0.1',
+    kafkaBrokers: mock.brokers.join(','),
+    topic,
+    deadLetterTopic,
+    ...over,
+  });
   const collector = new Collector(config, { log });
   const port = await collector.start();
   return { collector, url: `http://127.0.0.1:${port}`, topic, deadLetterTopic };
@@ -31,7 +45,12 @@ function spansOf(messages: { key: string | null; value: Buffer }[]) {
   for (const m of messages) {
     forEachSpan(decodeOtlpProtobuf(m.value), (span, resource) => {
       const cluster = typeof resource['pd.cluster'] === 'string' ? resource['pd.cluster'] : 'default';
-      spans.push({ key: m.key, expectedKey: partitionKey(cluster, span.attributes['pd.request.id'] as string), spanId: span.spanId, name: span.name });
+      spans.push({
+        key: m.key,
+        expectedKey: partitionKey(cluster, span.attributes['pd.request.id'] as string),
+        spanId: span.spanId,
+        name: span.name,
+      });
     });
   }
   return spans;
@@ -54,7 +73,13 @@ function pdSpanRequest(overrides: Record<string, unknown> = {}, name = 'pd.hold'
   return {
     resourceSpans: [
       {
-        resource: { 'pd.role': 'decode', 'pd.engine.id': 'decode-x', 'pd.engine.version': 'v1', 'pd.transfer.backend': 'mooncake', 'pd.kv.capacity_slots': 1000 },
+        resource: {
+          'pd.role': 'decode',
+          'pd.engine.id': 'decode-x',
+          'pd.engine.version': 'v1',
+          'pd.transfer.backend': 'mooncake',
+          'pd.kv.capacity_slots': 1000,
+        },
         scopeSpans: [
           {
             scope: { name: 'test', version: '1' },
@@ -79,7 +104,8 @@ function pdSpanRequest(overrides: Record<string, unknown> = {}, name = 'pd.hold'
   };
 }
 
-const post = (url: string, body: Buffer | string, headers: Record<string, string>) => fetch(`${url}/v1/traces`, { method: 'POST', body, headers });
+const post = (url: string, body: Buffer | string, headers: Record<string, string>) =>
+  fetch(`${url}/v1/traces`, { method: 'POST', body, headers });
 const proto = { 'content-type': 'application/x-protobuf' };
 const json = { 'content-type': 'application/json' };
 
@@ -138,7 +164,9 @@ describe('collector', () => {
       for (const [what, response, status, reason] of cases) {
         const res = await response;
         assert.equal(res.status, status, what);
-        const body = res.headers.get('content-type')?.includes('json') ? JSON.stringify(await res.json()) : Buffer.from(await res.arrayBuffer()).toString('latin1');
+        const body = res.headers.get('content-type')?.includes('json')
+          ? JSON.stringify(await res.json())
+          : Buffer.from(await res.arrayBuffer()).toString('latin1');
         assert.match(body, reason, what);
       }
       // Contract violations are partial successes: named in the response, kept in the dead-letter topic.
@@ -232,7 +260,8 @@ describe('collector', () => {
       const inKafka = new Set(spansOf(await readTopic(kafka, topic)).map((s) => s.spanId));
       sent.forEach((request, i) => {
         if (statuses[i] !== 200) return;
-        for (const span of request.resourceSpans[0]!.scopeSpans[0]!.spans) assert.ok(inKafka.has(span.spanId), 'acknowledged span found in Kafka');
+        for (const span of request.resourceSpans[0]!.scopeSpans[0]!.spans)
+          assert.ok(inKafka.has(span.spanId), 'acknowledged span found in Kafka');
       });
     } finally {
       for (const id of [1, 2, 3]) await mock.setRtt(id, 0);

@@ -13,7 +13,6 @@ import { quietLog, randomDatabase } from '../support/stack.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 
-
 describe('the on-call page in a real browser (Chromium)', { timeout: 90_000 }, () => {
   let client: ClickHouseClient;
   let server: { port: number; close(): Promise<void> };
@@ -32,7 +31,16 @@ describe('the on-call page in a real browser (Chromium)', { timeout: 90_000 }, (
     // playwright-core gives the browser a fresh temporary profile (its own --user-data-dir) and removes it on close.
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   });
   after(async () => {

@@ -21,7 +21,10 @@ describe('distribution flags fire on the scenario built to provoke them and stay
   async function flagsOf(name: ScenarioName, seed: number, adjust: (c: SimConfig) => void = () => undefined): Promise<Flag[]> {
     const database = randomDatabase('dist');
     const run = await loadScenario(client, database, name, seed, adjust);
-    const { flags } = await computeFlags(client, database, { from: new Date(run.startTimeMs - 60_000).toISOString(), to: new Date(run.startTimeMs + 900_000).toISOString() });
+    const { flags } = await computeFlags(client, database, {
+      from: new Date(run.startTimeMs - 60_000).toISOString(),
+      to: new Date(run.startTimeMs + 900_000).toISOString(),
+    });
     return flags.filter((f) => DISTRIBUTION.includes(f.kind));
   }
 

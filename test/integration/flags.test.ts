@@ -18,7 +18,10 @@ import { quietLog, randomDatabase } from '../support/stack.ts';
 
 const PER_LIFECYCLE: string[] = Object.values(LifecycleFlag);
 
-const window = (startTimeMs: number) => ({ from: new Date(startTimeMs - 60_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() });
+const window = (startTimeMs: number) => ({
+  from: new Date(startTimeMs - 60_000).toISOString(),
+  to: new Date(Date.now() + 60_000).toISOString(),
+});
 
 describe('detections against the simulator ground truth', () => {
   let client: ClickHouseClient;
@@ -40,29 +43,51 @@ describe('detections against the simulator ground truth', () => {
         const falsePositives = [...raised].filter((x) => !truth.has(x));
         const missed = [...truth].filter((x) => !raised.has(x));
         assert.deepEqual({ falsePositives, missed }, { falsePositives: [], missed: [] });
-        if (name === 'steady') assert.deepEqual(flags.filter((f) => f.severity === 'critical'), []);
+        if (name === 'steady')
+          assert.deepEqual(
+            flags.filter((f) => f.severity === 'critical'),
+            [],
+          );
         if (name === 'late-write-bug' || name === 'mixed') assert.ok(raised.size > 0);
         if (name === 'mixed') {
           // Capped to the 2 most recent per kind, with totals that still count every flag.
           const capped = await computeFlags(client, database, window(run.startTimeMs), undefined, { limitPerKind: 2 });
           const count = (list: Flag[]) => list.reduce((m, f) => m.set(f.kind, (m.get(f.kind) ?? 0) + 1), new Map<string, number>());
-          for (const [kind, n] of count(capped.flags.filter((f) => PER_LIFECYCLE.includes(f.kind)))) assert.ok(n <= 2, `${kind}: ${n} listed`);
+          for (const [kind, n] of count(capped.flags.filter((f) => PER_LIFECYCLE.includes(f.kind))))
+            assert.ok(n <= 2, `${kind}: ${n} listed`);
           assert.deepEqual(new Map(capped.totals.map((t) => [t.kind, t.count])), count(flags));
-          assert.ok(capped.totals.some((t) => t.count > 2), 'some kind has more flags than listed');
+          assert.ok(
+            capped.totals.some((t) => t.count > 2),
+            'some kind has more flags than listed',
+          );
         }
         const byKey = new Map<string, LifecycleTruth>(run.truth.map((t) => [`${t.request_id}/${t.generation}`, t]));
         for (const flag of flags.filter((f) => f.kind === 'late_write')) {
           const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
           const expected = new Map<string, number[]>();
-          for (const w of t.late_writes) for (const v of w.victims) expected.set(`${v.request_id}/${v.generation}`, [...new Set([...(expected.get(`${v.request_id}/${v.generation}`) ?? []), ...v.pages])].sort((a, b) => a - b));
-          const got = new Map((flag.evidence.victims as { request_id: string; generation: number; pages: number[] }[]).map((v) => [`${v.request_id}/${v.generation}`, [...v.pages].sort((a, b) => a - b)]));
+          for (const w of t.late_writes)
+            for (const v of w.victims)
+              expected.set(
+                `${v.request_id}/${v.generation}`,
+                [...new Set([...(expected.get(`${v.request_id}/${v.generation}`) ?? []), ...v.pages])].sort((a, b) => a - b),
+              );
+          const got = new Map(
+            (flag.evidence.victims as { request_id: string; generation: number; pages: number[] }[]).map((v) => [
+              `${v.request_id}/${v.generation}`,
+              [...v.pages].sort((a, b) => a - b),
+            ]),
+          );
           assert.deepEqual(got, expected, `victims of ${flag.request_id}/${flag.generation}`);
-          assert.deepEqual(flag.evidence.pages, [...new Set(t.late_writes.flatMap((w) => w.pages))].sort((a, b) => a - b));
+          assert.deepEqual(
+            flag.evidence.pages,
+            [...new Set(t.late_writes.flatMap((w) => w.pages))].sort((a, b) => a - b),
+          );
         }
         if (name === 'late-write-bug') {
           // Every transfer span stored twice, as a replay after a crash leaves it: the victims query reads the spans
           // table without FINAL, so it must still return each landing once.
-          const victimRows = () => runQuery(client, database, 'late_write_victims', { from: window(run.startTimeMs).from, to: window(run.startTimeMs).to });
+          const victimRows = () =>
+            runQuery(client, database, 'late_write_victims', { from: window(run.startTimeMs).from, to: window(run.startTimeMs).to });
           const before = await victimRows();
           assert.ok(before.length > 0);
           await client.command({ query: `INSERT INTO ${database}.spans SELECT * FROM ${database}.spans WHERE name = 'pd.transfer'` });
@@ -72,7 +97,11 @@ describe('detections against the simulator ground truth', () => {
           try {
             const { from, to } = window(run.startTimeMs);
             const capped = async (maxRows: number) =>
-              (await fetch(`http://127.0.0.1:${api.port}/api/queries/late_write_victims?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&max_rows=${maxRows}`)).json();
+              (
+                await fetch(
+                  `http://127.0.0.1:${api.port}/api/queries/late_write_victims?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&max_rows=${maxRows}`,
+                )
+              ).json();
             assert.ok(before.length > 2, `${before.length} victim rows`);
             assert.deepEqual(await capped(2), { rows: before.slice(0, 2), truncated: true, max_rows: 2 });
             assert.deepEqual(await capped(before.length), { rows: before, truncated: false, max_rows: before.length });
@@ -94,7 +123,10 @@ describe('detections against the simulator ground truth', () => {
     const port = await collector.start();
     const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}/v1/traces` });
     const engine = (attrs: Record<string, string | number>) =>
-      new TracerProvider({ resource: resourceFromAttributes({ 'pd.engine.version': 'sglang-pr35049-off', 'pd.transfer.backend': 'mooncake', ...attrs }), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+      new TracerProvider({
+        resource: resourceFromAttributes({ 'pd.engine.version': 'sglang-pr35049-off', 'pd.transfer.backend': 'mooncake', ...attrs }),
+        spanProcessors: [new SimpleSpanProcessor({ exporter })],
+      });
     const decodeProvider = engine({ 'pd.role': 'decode', 'pd.engine.id': 'decode-0', 'pd.kv.capacity_slots': 65536 });
     const prefillProvider = engine({ 'pd.role': 'prefill', 'pd.engine.id': 'prefill-0' });
     const decode = createPdEmitter(decodeProvider.getTracer('decode'));
@@ -106,7 +138,11 @@ describe('detections against the simulator ground truth', () => {
     const A = { requestId: 'room-A', generation: 0 };
     const B = { requestId: 'room-B', generation: 0 };
     decode.kvAllocated(A, { pages: range(14, 44), slots: 31 * 16 }, { time: at(878.7) });
-    prefill.transferChunk(A, { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-0' }, { start: at(878.8), end: at(884.8) });
+    prefill.transferChunk(
+      A,
+      { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-0' },
+      { start: at(878.8), end: at(884.8) },
+    );
     decode.released(A, { reason: 'forced', pages: range(14, 44) }, { time: at(881.28) });
     decode.kvAllocated(B, { pages: range(1, 32), slots: 32 * 16 }, { time: at(881.31) });
     await Promise.all([decodeProvider.forceFlush(), prefillProvider.forceFlush()]);
@@ -128,10 +164,18 @@ describe('detections against the simulator ground truth', () => {
     // Two servers on one registry (one of them over a database that does not exist) share its histograms, and each
     // query is counted once however many servers observe the process's queries.
     const api = await startHttpServer({ port: 0, host: '127.0.0.1', client, database, log: quietLog, metricsRegistry: registry });
-    const broken = await startHttpServer({ port: 0, host: '127.0.0.1', client, database: `${database}_missing`, log: quietLog, metricsRegistry: registry });
+    const broken = await startHttpServer({
+      port: 0,
+      host: '127.0.0.1',
+      client,
+      database: `${database}_missing`,
+      log: quietLog,
+      metricsRegistry: registry,
+    });
     const range = `from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}`;
     const five = ['flags_lifecycle', 'late_write_victims', 'hold_resolution_groups', 'transfer_tails', 'kv_pinned'];
-    const count = (text: string, metric: string, labels: string) => Number(new RegExp(`^${metric}_count\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    const count = (text: string, metric: string, labels: string) =>
+      Number(new RegExp(`^${metric}_count\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
     try {
       const base = `http://127.0.0.1:${api.port}`;
       assert.equal((await fetch(`${base}/api/flags?${range}`)).status, 200);
@@ -178,7 +222,10 @@ describe('detections against the simulator ground truth', () => {
         ['cluster=a', /request_id is required/],
         ['request_id=a&colour=red', /unknown parameter\(s\) colour/],
         ['request_id=a&cluster=a&cluster=b', /parameter .{0,4}cluster.{0,4} must be given once/],
-        [Array.from({ length: MAX_LOOKUP_REQUEST_IDS + 1 }, (_, i) => `request_id=r${i}`).join('&'), /at most 200 request ids per lookup, got 201/],
+        [
+          Array.from({ length: MAX_LOOKUP_REQUEST_IDS + 1 }, (_, i) => `request_id=r${i}`).join('&'),
+          /at most 200 request ids per lookup, got 201/,
+        ],
       ] as const) {
         const refused = await lookup(query);
         assert.equal(refused.status, 400, query.slice(0, 60));
@@ -188,10 +235,14 @@ describe('detections against the simulator ground truth', () => {
       const notAList = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=not-a-list`);
       assert.equal(notAList.status, 400);
       assert.match(JSON.stringify(await notAList.json()), /request_ids: expected a list of strings/);
-      const asText = await fetch(`http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(formatStringListText([evil]))}`);
+      const asText = await fetch(
+        `http://127.0.0.1:${api.port}/api/queries/lifecycles_by_requests?request_ids=${encodeURIComponent(formatStringListText([evil]))}`,
+      );
       assert.equal(asText.status, 200, await asText.clone().text());
       assert.deepEqual(((await asText.json()) as { rows: unknown[] }).rows, []);
-      const flagsRes = await fetch(`http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`);
+      const flagsRes = await fetch(
+        `http://127.0.0.1:${api.port}/api/flags?from=${encodeURIComponent('2026-01-01T00:00:00Z')}&to=${encodeURIComponent('2026-01-02T00:00:00Z')}&cluster=${encodeURIComponent(evil)}`,
+      );
       assert.equal(flagsRes.status, 200);
       assert.deepEqual(((await flagsRes.json()) as { flags: Flag[] }).flags, []);
       const base = `http://127.0.0.1:${api.port}`;
@@ -200,9 +251,18 @@ describe('detections against the simulator ground truth', () => {
         ['/api/queries/longest_holds?from=yesterday&to=2026-01-01T00:00:00Z', /from: expected an ISO 8601 time/],
         ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&limit=1%3B%20DROP', /limit: expected an integer/],
         ['/api/flags?to=2026-01-01T00:00:00Z', /from and to are required/],
-        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=0', /max_rows: expected an integer from 1 to 1000000/],
-        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1000001', /max_rows: expected an integer from 1 to 1000000/],
-        ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1%3B%20DROP', /max_rows: expected an integer/],
+        [
+          '/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=0',
+          /max_rows: expected an integer from 1 to 1000000/,
+        ],
+        [
+          '/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1000001',
+          /max_rows: expected an integer from 1 to 1000000/,
+        ],
+        [
+          '/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=1%3B%20DROP',
+          /max_rows: expected an integer/,
+        ],
       ] as const) {
         const bad = await fetch(base + path);
         assert.equal(bad.status, 400, path);
@@ -214,7 +274,11 @@ describe('detections against the simulator ground truth', () => {
     } finally {
       await api.close();
     }
-    const tables = await client.query({ query: `SELECT name FROM system.tables WHERE database = {db:String} AND name = 'spans'`, query_params: { db: database }, format: 'JSONEachRow' });
+    const tables = await client.query({
+      query: `SELECT name FROM system.tables WHERE database = {db:String} AND name = 'spans'`,
+      query_params: { db: database },
+      format: 'JSONEachRow',
+    });
     assert.equal(((await tables.json()) as unknown[]).length, 1, 'the spans table is still there');
   });
 });

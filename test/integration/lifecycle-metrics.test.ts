@@ -18,7 +18,9 @@ interface Sample {
 
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL = `[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\\\\n]|\\\\["\\\\n])*"`;
-const SAMPLE = new RegExp(`^(${NAME})(?:\\{((?:${LABEL})(?:,${LABEL})*,?)?\\})? (-?(?:[0-9]+(?:\\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\\.[0-9]+(?:[eE][+-]?[0-9]+)?)|[+-]Inf|NaN)(?: -?[0-9]+)?$`);
+const SAMPLE = new RegExp(
+  `^(${NAME})(?:\\{((?:${LABEL})(?:,${LABEL})*,?)?\\})? (-?(?:[0-9]+(?:\\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\\.[0-9]+(?:[eE][+-]?[0-9]+)?)|[+-]Inf|NaN)(?: -?[0-9]+)?$`,
+);
 
 /** A strict reader of the Prometheus text exposition format (0.0.4): every line must be HELP, TYPE or a sample. */
 function parseExposition(text: string): Sample[] {
@@ -46,7 +48,8 @@ function parseExposition(text: string): Sample[] {
     const family = name.replace(/_(bucket|sum|count|total)$/, '');
     assert.ok(typed.has(name) || typed.has(family), `${where}: sample before its TYPE`);
     const labels: Record<string, string> = {};
-    for (const l of (labelText ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] as string] = (l[2] as string).replace(/\\n/g, '\n').replace(/\\(["\\])/g, '$1');
+    for (const l of (labelText ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1] as string] = (l[2] as string).replace(/\\n/g, '\n').replace(/\\(["\\])/g, '$1');
     samples.push({ name, labels, value: value === '+Inf' ? Infinity : value === '-Inf' ? -Infinity : Number(value) });
   }
   return samples;
@@ -67,18 +70,32 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     database = randomDatabase('lcm');
     // Both scenarios in one database, a few minutes ago, small: each finishes (30 s holds included) well before
     // now. The no-ack run is its own cluster, since both scenarios name their engines decode-0 and decode-1.
-    const noAck = await loadScenario(client, database, 'no-ack-backend', 3, (c) => {
-      c.requests = 300;
-      c.cluster = 'no-ack';
-      // Three times the scenario's abort rate, so that 300 requests give the pairing flag its 20 holds.
-      c.aborts.probability = 0.3;
-    }, Date.now() - 240_000);
+    const noAck = await loadScenario(
+      client,
+      database,
+      'no-ack-backend',
+      3,
+      (c) => {
+        c.requests = 300;
+        c.cluster = 'no-ack';
+        // Three times the scenario's abort rate, so that 300 requests give the pairing flag its 20 holds.
+        c.aborts.probability = 0.3;
+      },
+      Date.now() - 240_000,
+    );
     noAckStart = noAck.startTimeMs;
     // The truth's times are milliseconds of simulated time from the run's start.
     noAckLastAbort = noAckStart + Math.max(...noAck.truth.map((t) => t.hold_start_ms ?? 0));
-    await loadScenario(client, database, 'late-write-bug', 5, (c) => {
-      c.requests = 300;
-    }, Date.now() - 180_000);
+    await loadScenario(
+      client,
+      database,
+      'late-write-bug',
+      5,
+      (c) => {
+        c.requests = 300;
+      },
+      Date.now() - 180_000,
+    );
     console.log(`# scenarios loaded in ${Date.now() - started} ms`);
   });
   after(() => client?.close());
@@ -104,12 +121,24 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
 
     // no-ack-backend: the nixl engines never drain, so every resolved hold timed out.
     const noAckShare = pick(samples, 'holdscope_hold_timeout_share', { cluster: 'no-ack' });
-    assert.deepEqual(noAckShare.map((s) => [s.labels.decode_engine, s.value]).sort(), [['decode-0', 1], ['decode-1', 1]]);
+    assert.deepEqual(noAckShare.map((s) => [s.labels.decode_engine, s.value]).sort(), [
+      ['decode-0', 1],
+      ['decode-1', 1],
+    ]);
     const drained = pick(samples, 'holdscope_hold_resolutions', { cluster: 'no-ack', resolution: 'drained' });
-    assert.deepEqual(drained.map((s) => s.value), [0, 0]);
+    assert.deepEqual(
+      drained.map((s) => s.value),
+      [0, 0],
+    );
     const tails = pick(samples, 'holdscope_transfer_tail_p99_ms');
-    assert.ok(tails.some((s) => s.labels.backend === 'nixl'), JSON.stringify(tails));
-    assert.ok(tails.some((s) => s.labels.backend === 'mooncake'), JSON.stringify(tails));
+    assert.ok(
+      tails.some((s) => s.labels.backend === 'nixl'),
+      JSON.stringify(tails),
+    );
+    assert.ok(
+      tails.some((s) => s.labels.backend === 'mooncake'),
+      JSON.stringify(tails),
+    );
     for (const s of pick(samples, 'holdscope_transfer_tail_hold_timeout_ms', { backend: 'nixl' })) assert.equal(s.value, 30_000);
     // late-write-bug: tails outlast the 300 ms timeout.
     const mooncakeTail = pick(samples, 'holdscope_transfer_tail_p99_ms', { backend: 'mooncake' });
@@ -122,16 +151,26 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     const resolutions = pick(samples, 'holdscope_hold_resolutions');
     assert.deepEqual(new Set(resolutions.map((s) => s.labels.resolution)), new Set(['drained', 'timeout', 'open']));
     assert.equal(resolutions.length, 2 * 2 * 3, 'two clusters, two decode engines each, three resolutions');
-    const timeouts = pick(samples, 'holdscope_hold_resolutions', { cluster: 'no-ack', resolution: 'timeout' }).reduce((n, s) => n + s.value, 0);
+    const timeouts = pick(samples, 'holdscope_hold_resolutions', { cluster: 'no-ack', resolution: 'timeout' }).reduce(
+      (n, s) => n + s.value,
+      0,
+    );
     assert.ok(timeouts >= 10, `timeouts ${timeouts}`);
-    for (const s of pick(samples, 'holdscope_hold_timeout_share', { cluster: 'default' })) assert.ok(s.value > 0 && s.value <= 1, JSON.stringify(s));
+    for (const s of pick(samples, 'holdscope_hold_timeout_share', { cluster: 'default' }))
+      assert.ok(s.value > 0 && s.value <= 1, JSON.stringify(s));
 
     // Flags: late writes from late-write-bug, the no-ack pairing, counted by kind and severity.
     const lateWrites = pick(samples, 'holdscope_flags', { kind: 'late_write', severity: 'critical', cluster: 'default' })[0]?.value ?? 0;
     assert.ok(lateWrites > 0, `late_write flags ${lateWrites}`);
     const flagCounts = JSON.stringify(pick(samples, 'holdscope_flags'));
-    assert.ok((pick(samples, 'holdscope_flags', { cluster: 'no-ack', kind: 'pairing_incompatible', severity: 'warning' })[0]?.value ?? 0) > 0, flagCounts);
-    assert.ok((pick(samples, 'holdscope_flags', { cluster: 'default', kind: 'long_transfer_tail', severity: 'critical' })[0]?.value ?? 0) > 0, flagCounts);
+    assert.ok(
+      (pick(samples, 'holdscope_flags', { cluster: 'no-ack', kind: 'pairing_incompatible', severity: 'warning' })[0]?.value ?? 0) > 0,
+      flagCounts,
+    );
+    assert.ok(
+      (pick(samples, 'holdscope_flags', { cluster: 'default', kind: 'long_transfer_tail', severity: 'critical' })[0]?.value ?? 0) > 0,
+      flagCounts,
+    );
     assert.deepEqual(pick(samples, 'holdscope_flags', { cluster: 'no-ack', kind: 'late_write' }), [], flagCounts);
 
     for (const name of ['holdscope_open_holds', 'holdscope_open_holds_past_timeout']) {
@@ -158,7 +197,10 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     const aborts = pick(samples, 'holdscope_kv_window_aborts', { cluster: 'no-ack' });
     assert.equal(aborts.length, 2);
     // No abort in the latest complete window; the run's 30 s holds still pinned slots in it.
-    assert.deepEqual(aborts.map((s) => s.value), [0, 0]);
+    assert.deepEqual(
+      aborts.map((s) => s.value),
+      [0, 0],
+    );
     const pinned = pick(samples, 'holdscope_kv_pinned_fraction', { cluster: 'no-ack' });
     assert.equal(pinned.length, 2);
     for (const s of pinned) assert.ok(s.value > 0 && s.value <= 1, JSON.stringify(s));
@@ -166,7 +208,13 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     clock = started - 86_400_000;
     await metrics.refresh();
     samples = parseExposition(await registry.metrics());
-    for (const name of ['holdscope_hold_resolutions', 'holdscope_hold_timeout_share', 'holdscope_transfer_tail_p99_ms', 'holdscope_kv_pinned_fraction', 'holdscope_flags']) {
+    for (const name of [
+      'holdscope_hold_resolutions',
+      'holdscope_hold_timeout_share',
+      'holdscope_transfer_tail_p99_ms',
+      'holdscope_kv_pinned_fraction',
+      'holdscope_flags',
+    ]) {
       assert.deepEqual(pick(samples, name), [], `${name} lingers after its label sets disappeared`);
     }
     assert.equal(pick(samples, 'holdscope_metrics_refresh_failures_total')[0]?.value, 0);
@@ -176,13 +224,16 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     let broken = false;
     const flaky = new Proxy(client, {
       get(target, prop, receiver) {
-        if (prop === 'query' && broken) return () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }));
+        if (prop === 'query' && broken)
+          return () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }));
         const value = Reflect.get(target, prop, receiver) as unknown;
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
     const warnings: string[] = [];
-    const log = Object.assign(Object.create(quietLog) as typeof quietLog, { warn: (_obj: unknown, msg: string) => void warnings.push(msg) });
+    const log = Object.assign(Object.create(quietLog) as typeof quietLog, {
+      warn: (_obj: unknown, msg: string) => void warnings.push(msg),
+    });
     const metrics = createLifecycleMetrics({ client: flaky, database, log });
     await metrics.refresh();
     const before = parseExposition(await metrics.registry.metrics());
@@ -194,7 +245,10 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     assert.equal(warnings.length, 2);
     const steady = (s: Sample[]) => s.filter((x) => !x.name.startsWith('holdscope_metrics_refresh'));
     assert.deepEqual(steady(afterFailure), steady(before));
-    assert.equal(pick(afterFailure, 'holdscope_metrics_refresh_timestamp_seconds')[0]?.value, pick(before, 'holdscope_metrics_refresh_timestamp_seconds')[0]?.value);
+    assert.equal(
+      pick(afterFailure, 'holdscope_metrics_refresh_timestamp_seconds')[0]?.value,
+      pick(before, 'holdscope_metrics_refresh_timestamp_seconds')[0]?.value,
+    );
   });
 
   it('an unreachable ClickHouse server: the failure counter grows, refresh resolves, start/stop do not hold the process', async () => {

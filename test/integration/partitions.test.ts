@@ -51,7 +51,14 @@ describe('one request spanning 150 days', () => {
         kind: 1,
         startTimeUnixNano: ns,
         endTimeUnixNano: ns,
-        attributes: { [Attr.requestId]: requestIdOf(day), [Attr.generation]: 0, [Attr.holdExpectedRanks]: [0], [Attr.holdTimeoutMs]: 30_000, [Attr.kvSlots]: 16, [Attr.kvPages]: [day] },
+        attributes: {
+          [Attr.requestId]: requestIdOf(day),
+          [Attr.generation]: 0,
+          [Attr.holdExpectedRanks]: [0],
+          [Attr.holdTimeoutMs]: 30_000,
+          [Attr.kvSlots]: 16,
+          [Attr.kvPages]: [day],
+        },
         statusCode: 0,
         statusMessage: '',
       };
@@ -65,9 +72,19 @@ describe('one request spanning 150 days', () => {
   async function store(spans: OtlpSpan[]): Promise<string> {
     const database = randomDatabase('partitions');
     await migrate(client, { database, retentionDays: RETENTION_DAYS });
-    const resource = { [ResourceAttr.role]: 'decode', [ResourceAttr.engineId]: 'decode-0', [ResourceAttr.engineVersion]: 'v1', [ResourceAttr.transferBackend]: 'mooncake', [ResourceAttr.kvCapacitySlots]: 4096 };
+    const resource = {
+      [ResourceAttr.role]: 'decode',
+      [ResourceAttr.engineId]: 'decode-0',
+      [ResourceAttr.engineVersion]: 'v1',
+      [ResourceAttr.transferBackend]: 'mooncake',
+      [ResourceAttr.kvCapacitySlots]: 4096,
+    };
     const request = { resourceSpans: [{ resource, scopeSpans: [{ scope: { name: 'test', version: '1' }, spans }] }] };
-    const triaged = triage(request, { maxAttributeLength: 4096, maxClockSkewMs: 3_600_000, retentionDays: RETENTION_DAYS }, new Date(nowMs));
+    const triaged = triage(
+      request,
+      { maxAttributeLength: 4096, maxClockSkewMs: 3_600_000, retentionDays: RETENTION_DAYS },
+      new Date(nowMs),
+    );
     assert.deepEqual(triaged.rejections, []);
     const metrics = createPipelineMetrics();
     const encoded = rowsOf(
@@ -90,7 +107,15 @@ describe('one request spanning 150 days', () => {
       (err: Error & { code?: string }) => err.code === '252' && /Too many partitions/.test(err.message),
     );
 
-    const writer = new SpanWriter({ client, database, maxBatchRows: 10_000, lingerMs: 1, retry: { initialMs: 50, maxMs: 100 }, metrics, log: quietLog });
+    const writer = new SpanWriter({
+      client,
+      database,
+      maxBatchRows: 10_000,
+      lingerMs: 1,
+      retry: { initialMs: 50, maxMs: 100 },
+      metrics,
+      log: quietLog,
+    });
     let timer: NodeJS.Timeout | undefined;
     try {
       // A failing INSERT or refresh is retried for ever: give up after a while, saying so.
@@ -105,7 +130,10 @@ describe('one request spanning 150 days', () => {
       clearTimeout(timer);
       await writer.shutdown();
     }
-    const [partitions] = await rows("SELECT uniqExact(partition) AS n FROM system.parts WHERE database = {db:String} AND table = 'spans' AND active", database);
+    const [partitions] = await rows(
+      "SELECT uniqExact(partition) AS n FROM system.parts WHERE database = {db:String} AND table = 'spans' AND active",
+      database,
+    );
     assert.equal(partitions?.n, DAYS);
     return database;
   }
@@ -117,32 +145,50 @@ describe('one request spanning 150 days', () => {
         "arraySort(groupArray(pages[1])) AS pages FROM {db:Identifier}.spans WHERE request_id = 'r-many-days'",
       database,
     );
-    assert.deepEqual(spans, { spans: DAYS, days: DAYS, first: iso(noon(DAYS - 1)), last: iso(noon(0)), pages: Array.from({ length: DAYS }, (_, day) => day) });
+    assert.deepEqual(spans, {
+      spans: DAYS,
+      days: DAYS,
+      first: iso(noon(DAYS - 1)),
+      last: iso(noon(0)),
+      pages: Array.from({ length: DAYS }, (_, day) => day),
+    });
     // The lifecycle's state and record, computed by the refresh that followed the INSERT, hold every day's span.
     const states = await rows(
       "SELECT toString(first_seen) AS first_seen, toString(last_seen) AS last_seen, length(holds) AS holds FROM {db:Identifier}.lifecycle_states FINAL WHERE request_id = 'r-many-days'",
       database,
     );
     assert.deepEqual(states, [{ first_seen: iso(noon(DAYS - 1)), last_seen: iso(noon(0)), holds: DAYS }]);
-    const [records] = await rows("SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE request_id = 'r-many-days' AND is_deleted = 0", database);
+    const [records] = await rows(
+      "SELECT count() AS n FROM {db:Identifier}.lifecycle_records FINAL WHERE request_id = 'r-many-days' AND is_deleted = 0",
+      database,
+    );
     assert.equal(records?.n, 1);
     const [minutes] = await rows("SELECT count() AS n FROM {db:Identifier}.hold_minutes FINAL WHERE cluster = 'default'", database);
     assert.ok(Number(minutes?.n) >= 1, 'the hold minutes were computed');
   });
 
-  it('of 150 lifecycles, one a day: every span and every record (a refresh writing 150 days\' partitions) are stored and read back', async () => {
+  it("of 150 lifecycles, one a day: every span and every record (a refresh writing 150 days' partitions) are stored and read back", async () => {
     const database = await store(holdsOnDays((day) => `r-day-${day}`));
-    const spans = await rows('SELECT request_id, toString(start_time) AS start FROM {db:Identifier}.spans ORDER BY start_time DESC', database);
+    const spans = await rows(
+      'SELECT request_id, toString(start_time) AS start FROM {db:Identifier}.spans ORDER BY start_time DESC',
+      database,
+    );
     assert.deepEqual(
       spans,
       Array.from({ length: DAYS }, (_, day) => ({ request_id: `r-day-${day}`, start: iso(noon(day)) })),
     );
-    const records = await rows('SELECT request_id, toString(hold_start) AS hold_start FROM {db:Identifier}.lifecycle_records FINAL WHERE is_deleted = 0 ORDER BY hold_start DESC', database);
+    const records = await rows(
+      'SELECT request_id, toString(hold_start) AS hold_start FROM {db:Identifier}.lifecycle_records FINAL WHERE is_deleted = 0 ORDER BY hold_start DESC',
+      database,
+    );
     assert.deepEqual(
       records,
       Array.from({ length: DAYS }, (_, day) => ({ request_id: `r-day-${day}`, hold_start: iso(noon(day)) })),
     );
-    const [recordPartitions] = await rows("SELECT uniqExact(partition) AS n FROM system.parts WHERE database = {db:String} AND table = 'lifecycle_records' AND active", database);
+    const [recordPartitions] = await rows(
+      "SELECT uniqExact(partition) AS n FROM system.parts WHERE database = {db:String} AND table = 'lifecycle_records' AND active",
+      database,
+    );
     assert.equal(recordPartitions?.n, DAYS);
     const [minutes] = await rows("SELECT count() AS n FROM {db:Identifier}.hold_minutes FINAL WHERE cluster = 'default'", database);
     assert.equal(minutes?.n, DAYS, 'a hold minute a day');

@@ -35,14 +35,23 @@ describe('end to end on embedded ClickHouse: simulator → collector → Kafka �
         const scenario = buildScenario(name, seed++);
         scenario.config.requests = name === 'mixed' ? 500 : 150;
         scenario.config.idPrefix = `${name}-${seed}`;
-        const summary = await runSimulation({ config: scenario.config, endpoint: stack.collectorUrl, startTimeMs: Date.now() - 3_600_000, pace: 'fast' });
+        const summary = await runSimulation({
+          config: scenario.config,
+          endpoint: stack.collectorUrl,
+          startTimeMs: Date.now() - 3_600_000,
+          pace: 'fast',
+        });
         assert.equal(summary.spansFailed, 0);
         spans += summary.spansEmitted;
         all.push(...summary.truth);
       }
       await waitForSpans(client, database, spans);
       await stack.pipeline.flush();
-      assert.ok(all.some((t) => t.late_writes.length > 0) && all.some((t) => t.resolution === 'open') && all.some((t) => t.resolution === 'timeout'));
+      assert.ok(
+        all.some((t) => t.late_writes.length > 0) &&
+          all.some((t) => t.resolution === 'open') &&
+          all.some((t) => t.resolution === 'timeout'),
+      );
       await assertReadApiMatchesTruth(`http://127.0.0.1:${api.port}`, all);
       const unknown = await fetch(`http://127.0.0.1:${api.port}/api/lifecycles/${encodeURIComponent("no-such-id'; DROP TABLE x")}`);
       assert.equal(unknown.status, 404);

@@ -16,7 +16,8 @@ import { quietLog, randomDatabase, startStack, waitForSpans } from '../support/s
 
 /** Everything a reader can see of a database: every lifecycle record in key order, and the counts. */
 async function snapshot(client: ClickHouseClient, database: string) {
-  const query = async (sql: string) => (await (await client.query({ query: sql, format: 'JSONEachRow' })).json()) as Record<string, unknown>[];
+  const query = async (sql: string) =>
+    (await (await client.query({ query: sql, format: 'JSONEachRow' })).json()) as Record<string, unknown>[];
   return {
     lifecycles: await query(`SELECT * FROM ${database}.lifecycles ORDER BY cluster, request_id, generation`),
     distinctSpans: await query(`SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`),
@@ -45,7 +46,9 @@ async function produce(kafka: Kafka, topic: string, messages: { key: string | nu
       await producer.send({
         topic,
         acks: -1,
-        messages: messages.slice(i, i + 500).map((m, k) => ({ key: m.key, value: m.value, ...(partitions ? { partition: (i + k) % partitions } : {}) })),
+        messages: messages
+          .slice(i, i + 500)
+          .map((m, k) => ({ key: m.key, value: m.value, ...(partitions ? { partition: (i + k) % partitions } : {}) })),
       });
     }
   } finally {
@@ -71,13 +74,23 @@ describe('replays and foreign formats change nothing', () => {
     const receiver = await startOtlpReceiver({ port: 0, onRequest: (r) => void requests.push(r) });
     const scenario = buildScenario('mixed', 77);
     scenario.config.requests = 400;
-    const summary = await runSimulation({ config: scenario.config, endpoint: receiver.url, startTimeMs: Date.now() - 3_600_000, pace: 'fast', batchSize: 300 });
+    const summary = await runSimulation({
+      config: scenario.config,
+      endpoint: receiver.url,
+      startTimeMs: Date.now() - 3_600_000,
+      pace: 'fast',
+      batchSize: 300,
+    });
     await receiver.close();
     truth = summary.truth;
     spansEmitted = summary.spansEmitted;
     stack = await startStack(mock, client);
     for (const request of requests) {
-      const res = await fetch(`${stack.collectorUrl}/v1/traces`, { method: 'POST', body: encodeOtlpProtobuf(request), headers: { 'content-type': 'application/x-protobuf' } });
+      const res = await fetch(`${stack.collectorUrl}/v1/traces`, {
+        method: 'POST',
+        body: encodeOtlpProtobuf(request),
+        headers: { 'content-type': 'application/x-protobuf' },
+      });
       assert.equal(res.status, 200);
     }
     await waitForSpans(client, stack.database, spansEmitted);
@@ -124,7 +137,15 @@ describe('replays and foreign formats change nothing', () => {
     const messages = requests.map((r, i) => ({ key: null, value: Buffer.from(i % 2 === 0 ? encodeOtlpProtobuf(r) : encodeOtlpJson(r)) }));
     await produce(kafka, topic, shuffle(messages, 9), 4);
     const pipeline = new Pipeline(
-      pipelineConfigSchema.parse({ kafkaBrokers: mock.brokers.join(','), topics: topic, groupId: `g-${randomBytes(4).toString('hex')}`, database, lingerMs: 50, sessionTimeoutMs: 6000, heartbeatIntervalMs: 1000 }),
+      pipelineConfigSchema.parse({
+        kafkaBrokers: mock.brokers.join(','),
+        topics: topic,
+        groupId: `g-${randomBytes(4).toString('hex')}`,
+        database,
+        lingerMs: 50,
+        sessionTimeoutMs: 6000,
+        heartbeatIntervalMs: 1000,
+      }),
       { log: quietLog, client },
     );
     await pipeline.start();

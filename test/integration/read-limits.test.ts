@@ -39,7 +39,8 @@ describe('read limits through the read API, the charts and the runner (embedded 
     const body = (await res.json()) as { error?: string };
     return { status: res.status, error: body.error ?? '', ms: performance.now() - started, body };
   };
-  const range = (fromMs: number, toMs: number) => `from=${encodeURIComponent(new Date(fromMs).toISOString())}&to=${encodeURIComponent(new Date(toMs).toISOString())}`;
+  const range = (fromMs: number, toMs: number) =>
+    `from=${encodeURIComponent(new Date(fromMs).toISOString())}&to=${encodeURIComponent(new Date(toMs).toISOString())}`;
 
   it('answers /api/flags beyond the max read window with a 400 naming it, at once (two centuries ran 386 s and killed the process)', async () => {
     const centuries = await get('/api/flags?from=1926-01-01T00:00:00Z&to=2126-01-01T00:00:00Z');
@@ -50,7 +51,10 @@ describe('read limits through the read API, the charts and the runner (embedded 
     assert.match(wide.error, /^to: 2126-01-01T00:00:00Z is outside/);
     const eightDays = await get(`/api/flags?${range(loadedAt - 8 * DAY_MS, loadedAt)}`);
     assert.equal(eightDays.status, 400);
-    assert.match(eightDays.error, /from\.\.to covers 8 days; a read may cover at most 7 days \(the max read window, maxReadWindowMs = 604800000\)/);
+    assert.match(
+      eightDays.error,
+      /from\.\.to covers 8 days; a read may cover at most 7 days \(the max read window, maxReadWindowMs = 604800000\)/,
+    );
     for (const answer of [centuries, wide, eightDays]) assert.ok(answer.ms < 1000, `${answer.ms} ms`);
   });
 
@@ -70,7 +74,8 @@ describe('read limits through the read API, the charts and the runner (embedded 
     const widest = await get(`/api/flags?${range(loadedAt + 3_600_000 - 7 * DAY_MS, loadedAt + 3_600_000)}`);
     assert.equal(widest.status, 200, widest.error);
     const narrow = await get(`/api/flags?${range(loadedAt - 2 * 3_600_000, loadedAt + 3_600_000)}`);
-    const kinds = (answer: typeof widest) => (answer.body as { totals: { kind: string; count: number }[] }).totals.map((t) => `${t.kind} ${t.count}`).sort();
+    const kinds = (answer: typeof widest) =>
+      (answer.body as { totals: { kind: string; count: number }[] }).totals.map((t) => `${t.kind} ${t.count}`).sort();
     assert.deepEqual(kinds(widest), kinds(narrow));
     assert.ok(kinds(widest).length > 0, 'the mixed scenario raises flags');
   });
@@ -97,12 +102,18 @@ describe('read limits through the read API, the charts and the runner (embedded 
   });
 
   it('stops a read at its memory limit with a 400 naming it, and the limit stays with that read alone', async () => {
-    const setting = async () => ((await (await client.query({ query: "SELECT getSetting('max_memory_usage') AS v", format: 'JSONEachRow' })).json()) as { v: string | number }[])[0]?.v;
+    const setting = async () =>
+      (
+        (await (await client.query({ query: "SELECT getSetting('max_memory_usage') AS v", format: 'JSONEachRow' })).json()) as {
+          v: string | number;
+        }[]
+      )[0]?.v;
     const before = await setting();
     const params = { from: new Date(loadedAt - 2 * 3_600_000).toISOString(), to: new Date(loadedAt + 3_600_000).toISOString() };
     await assert.rejects(
       runQuery(client, database, 'kv_pinned', params, { limits: { ...DEFAULT_READ_LIMITS, maxReadMemoryBytes: 1_000_000 } }),
-      (e: unknown) => e instanceof InputError && /kv_pinned stopped at the read memory limit \(max_memory_usage 1000000 bytes/.test(e.message),
+      (e: unknown) =>
+        e instanceof InputError && /kv_pinned stopped at the read memory limit \(max_memory_usage 1000000 bytes/.test(e.message),
     );
     // chdb applies client settings with SET, which would stay on the connection for the writes too.
     assert.equal(await setting(), before);

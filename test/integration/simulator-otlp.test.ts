@@ -68,11 +68,16 @@ describe('holdscope simulate (CLI)', () => {
   });
   after(() => receiver.close());
 
-  const cli = (args: string[]) => spawnSync(process.execPath, ['bin/holdscope.js', 'simulate', ...args], { encoding: 'utf8', env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'warn' } });
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, ['bin/holdscope.js', 'simulate', ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'warn' },
+    });
 
   it('writes a byte-identical truth file for the same seed', () => {
     const dir = mkdtempSync(join(tmpdir(), 'holdscope-truth-'));
-    const run = (file: string) => cli(['--scenario', 'mixed', '--seed', '5', '--requests', '300', '--endpoint', receiver.url, '--truth', join(dir, file)]);
+    const run = (file: string) =>
+      cli(['--scenario', 'mixed', '--seed', '5', '--requests', '300', '--endpoint', receiver.url, '--truth', join(dir, file)]);
     const first = run('a.jsonl');
     assert.equal(first.status, 0, first.stderr);
     assert.match(first.stdout, /spans emitted/);

@@ -51,12 +51,21 @@ const storedSpanIds = async (client: ClickHouseClient, database: string) =>
   (await rows(client, 'SELECT DISTINCT span_id FROM {db:Identifier}.spans ORDER BY span_id', database)).map((r) => r.span_id);
 
 const deadLetters = (client: ClickHouseClient, database: string) =>
-  rows(client, 'SELECT span_id, request_id, error_code, error_name, error_message, columns, row FROM {db:Identifier}.span_dead_letters FINAL ORDER BY span_id', database);
+  rows(
+    client,
+    'SELECT span_id, request_id, error_code, error_name, error_message, columns, row FROM {db:Identifier}.span_dead_letters FINAL ORDER BY span_id',
+    database,
+  );
 
 /** The value of a counter's series with these labels (0 when absent). */
-async function counted(counter: PipelineMetrics['deadLetterRows' | 'insertFailures' | 'rowsInserted'], labels: Record<string, string> = {}): Promise<number> {
+async function counted(
+  counter: PipelineMetrics['deadLetterRows' | 'insertFailures' | 'rowsInserted'],
+  labels: Record<string, string> = {},
+): Promise<number> {
   const { values } = await counter.get();
-  return values.filter((v) => Object.entries(labels).every(([k, value]) => (v.labels as Record<string, unknown>)[k] === value)).reduce((n, v) => n + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, value]) => (v.labels as Record<string, unknown>)[k] === value))
+    .reduce((n, v) => n + v.value, 0);
 }
 
 /** Whether `work` settles within `ms`, and how. */
@@ -64,7 +73,13 @@ async function settleWithin(work: Promise<unknown>, ms: number): Promise<'resolv
   let timer: NodeJS.Timeout | undefined;
   const pending = new Promise<'pending'>((resolve) => (timer = setTimeout(() => resolve('pending'), ms)));
   try {
-    return await Promise.race([work.then(() => 'resolved' as const, () => 'rejected' as const), pending]);
+    return await Promise.race([
+      work.then(
+        () => 'resolved' as const,
+        () => 'rejected' as const,
+      ),
+      pending,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -72,7 +87,15 @@ async function settleWithin(work: Promise<unknown>, ms: number): Promise<'resolv
 
 function newWriter(client: ClickHouseClient, database: string) {
   const metrics = createPipelineMetrics();
-  const writer = new SpanWriter({ client, database, maxBatchRows: 10_000, lingerMs: 20, retry: { initialMs: 50, maxMs: 200 }, metrics, log: quietLog });
+  const writer = new SpanWriter({
+    client,
+    database,
+    maxBatchRows: 10_000,
+    lingerMs: 20,
+    retry: { initialMs: 50, maxMs: 200 },
+    metrics,
+    log: quietLog,
+  });
   return { metrics, writer };
 }
 
@@ -89,7 +112,13 @@ describe('rows ClickHouse refuses, on embedded ClickHouse', () => {
     const { metrics, writer } = newWriter(client, database);
     try {
       // Two writers whose rows share one INSERT, each with a row ClickHouse refuses among valid ones.
-      const first = encodeRows([span({ span_id: 'a1' }), span({ span_id: 'a2' }), year2300('a3-bad'), span({ span_id: 'a4' }), span({ span_id: 'a5' })]);
+      const first = encodeRows([
+        span({ span_id: 'a1' }),
+        span({ span_id: 'a2' }),
+        year2300('a3-bad'),
+        span({ span_id: 'a4' }),
+        span({ span_id: 'a5' }),
+      ]);
       const second = encodeRows([span({ span_id: 'b1' }), year2300('b2-bad'), span({ span_id: 'b3' })]);
       const writes = [writer.write(first), writer.write(second)];
       for (const w of writes) assert.equal(await settleWithin(w, 30_000), 'resolved');
@@ -111,7 +140,10 @@ describe('rows ClickHouse refuses, on embedded ClickHouse', () => {
       assert.equal(await counted(metrics.rowsInserted), 6);
       // The stored rows' records were refreshed as usual.
       const records = await rows(client, 'SELECT request_id FROM {db:Identifier}.lifecycle_records FINAL ORDER BY request_id', database);
-      assert.deepEqual(records.map((r) => r.request_id), ['room-a1', 'room-a2', 'room-a4', 'room-a5', 'room-b1', 'room-b3']);
+      assert.deepEqual(
+        records.map((r) => r.request_id),
+        ['room-a1', 'room-a2', 'room-a4', 'room-a5', 'room-b1', 'room-b3'],
+      );
 
       // The batch again (a replay after a crash before the offset commit): stored the same, no second dead letter.
       assert.equal(await settleWithin(writer.write(first), 30_000), 'resolved');
@@ -123,7 +155,7 @@ describe('rows ClickHouse refuses, on embedded ClickHouse', () => {
     }
   });
 
-  it('a missing table is not the rows\' fault: retried, nothing dead-lettered, stored once it is back', async () => {
+  it("a missing table is not the rows' fault: retried, nothing dead-lettered, stored once it is back", async () => {
     const database = randomDatabase('dlq');
     await migrate(client, { database, retentionDays: 30 });
     const { metrics, writer } = newWriter(client, database);
@@ -162,7 +194,11 @@ describe('ClickHouse outages, on a ClickHouse server that is killed', { timeout:
     try {
       await server.kill();
       const write = writer.write(encodeRows([span({ span_id: 'o1' }), span({ span_id: 'o2' }), span({ span_id: 'o3' })]));
-      await waitFor('retried failures while ClickHouse is down', async () => (await counted(metrics.insertFailures, { retriable: 'true' })) >= 3, 10_000);
+      await waitFor(
+        'retried failures while ClickHouse is down',
+        async () => (await counted(metrics.insertFailures, { retriable: 'true' })) >= 3,
+        10_000,
+      );
       assert.equal(await settleWithin(write, 0), 'pending');
       await server.restart();
       assert.equal(await settleWithin(write, 15_000), 'resolved');
@@ -180,7 +216,15 @@ describe('ClickHouse outages, on a ClickHouse server that is killed', { timeout:
     await migrate(client, { database, retentionDays: 30 });
     // A long backoff: without the abort, shutdown would wait out a pause of seconds.
     const metrics = createPipelineMetrics();
-    const writer = new SpanWriter({ client, database, maxBatchRows: 10_000, lingerMs: 20, retry: { initialMs: 10_000, maxMs: 10_000 }, metrics, log: quietLog });
+    const writer = new SpanWriter({
+      client,
+      database,
+      maxBatchRows: 10_000,
+      lingerMs: 20,
+      retry: { initialMs: 10_000, maxMs: 10_000 },
+      metrics,
+      log: quietLog,
+    });
     await server.kill();
     try {
       const write = writer.write(encodeRows([span({ span_id: 'x1' })]));
@@ -215,15 +259,25 @@ describe('rows ClickHouse refuses, behind Kafka', () => {
     try {
       const { database, topic } = stack;
       // ClickHouse refuses every row of the poisoned requests (VIOLATED_CONSTRAINT), whatever the validator lets through.
-      await client.command({ query: "ALTER TABLE {db:Identifier}.spans ADD CONSTRAINT refuse_poison CHECK request_id NOT LIKE 'poison%'", query_params: { db: database } });
+      await client.command({
+        query: "ALTER TABLE {db:Identifier}.spans ADD CONSTRAINT refuse_poison CHECK request_id NOT LIKE 'poison%'",
+        query_params: { db: database },
+      });
       const good = await simulate(stack.collectorUrl, 'steady', 31, 30, 'fine');
       const poisoned = await simulate(stack.collectorUrl, 'steady', 32, 2, 'poison');
       await waitForSpans(client, database, good.spansEmitted, 30_000);
       await waitForGroupCaughtUp(mock, `g-${topic}`, topic);
       const dead = await deadLetters(client, database);
       assert.equal(dead.length, poisoned.spansEmitted);
-      assert.ok(dead.every((d) => String(d.request_id).startsWith('poison') && d.error_name === 'VIOLATED_CONSTRAINT'), JSON.stringify(dead[0]));
-      const stored = await rows(client, "SELECT count() AS n, countIf(request_id LIKE 'poison%') AS poisoned FROM (SELECT DISTINCT request_id, trace_id, span_id FROM {db:Identifier}.spans)", database);
+      assert.ok(
+        dead.every((d) => String(d.request_id).startsWith('poison') && d.error_name === 'VIOLATED_CONSTRAINT'),
+        JSON.stringify(dead[0]),
+      );
+      const stored = await rows(
+        client,
+        "SELECT count() AS n, countIf(request_id LIKE 'poison%') AS poisoned FROM (SELECT DISTINCT request_id, trace_id, span_id FROM {db:Identifier}.spans)",
+        database,
+      );
       assert.deepEqual(stored[0], { n: good.spansEmitted, poisoned: 0 });
       assert.equal(await counted(stack.pipeline.metrics.deadLetterRows, { error: 'VIOLATED_CONSTRAINT' }), poisoned.spansEmitted);
     } finally {

@@ -12,7 +12,20 @@ import { after, before, describe, it } from 'node:test';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { encodeRows, migrate, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type SpanRow } from '../../pipeline/index.ts';
 
-const HOSTILE = ["a'b", 'tab\there', 'new\nline', 'cr\rhere', 'back\\slash', "\\'", '\\t literally', '', 'ünïcødé ✓', '<script>alert(1)</script>', '\\N', 'NULL'];
+const HOSTILE = [
+  "a'b",
+  'tab\there',
+  'new\nline',
+  'cr\rhere',
+  'back\\slash',
+  "\\'",
+  '\\t literally',
+  '',
+  'ünïcødé ✓',
+  '<script>alert(1)</script>',
+  '\\N',
+  'NULL',
+];
 
 function rows(): SpanRow[] {
   const out: SpanRow[] = [];
@@ -32,7 +45,17 @@ function rows(): SpanRow[] {
     };
     // Columns a span does not carry take their defaults (rank and chunk_index are -1).
     out.push({ ...common, name: 'pd.cancel', span_id: `s${i}a`, cancel_targets: [text, `${text}2`, ''] });
-    out.push({ ...common, name: 'pd.transfer', span_id: `s${i}b`, rank: 1, chunk_index: i, pages: [1, 2, 4_000_000_000], transfer_status: 'ok', transfer_bytes: 2 ** 40, decode_engine_id: text });
+    out.push({
+      ...common,
+      name: 'pd.transfer',
+      span_id: `s${i}b`,
+      rank: 1,
+      chunk_index: i,
+      pages: [1, 2, 4_000_000_000],
+      transfer_status: 'ok',
+      transfer_bytes: 2 ** 40,
+      decode_engine_id: text,
+    });
     out.push({ ...common, name: 'pd.admission', span_id: `s${i}c`, admission_outcome: 'rejected', admission_reason: text });
     out.push({ ...common, name: 'pd.hold', span_id: `s${i}d`, expected_ranks: [], hold_timeout_ms: 30_000, slots: 3, pages: [] });
   });
@@ -61,7 +84,9 @@ describe('TabSeparated span encoding', () => {
       clickhouse_settings: TSV_INSERT_SETTINGS,
     });
     const read = async (db: string) =>
-      (await client.query({ query: `SELECT * EXCEPT ingested_at FROM ${db}.spans ORDER BY span_id`, format: 'JSONEachRow' })).json<Record<string, unknown>>();
+      (await client.query({ query: `SELECT * EXCEPT ingested_at FROM ${db}.spans ORDER BY span_id`, format: 'JSONEachRow' })).json<
+        Record<string, unknown>
+      >();
     const [viaJson, viaTsv] = [await read('via_json'), await read('via_tsv')];
     assert.equal(viaJson.length, input.length);
     assert.deepEqual(viaTsv, viaJson);

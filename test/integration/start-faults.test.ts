@@ -25,13 +25,29 @@ interface Started {
 
 /** `holdscope start --no-simulate` on `clickhouseUrl`; resolves once it logged its ports. */
 async function start(clickhouseUrl: string, database: string): Promise<Started> {
-  const child = spawn(process.execPath, ['bin/holdscope.js', 'start', '--no-simulate', '--http-port', '0', '--otlp-port', '0', '--data', mkdtempSync(join(tmpdir(), 'holdscope-start-'))], {
-    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: database },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      'bin/holdscope.js',
+      'start',
+      '--no-simulate',
+      '--http-port',
+      '0',
+      '--otlp-port',
+      '0',
+      '--data',
+      mkdtempSync(join(tmpdir(), 'holdscope-start-')),
+    ],
+    {
+      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: database },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const otlpPort = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
     const look = () => {
@@ -50,9 +66,15 @@ async function start(clickhouseUrl: string, database: string): Promise<Started> 
 /** POSTs one OTLP protobuf request of `pd.hold` spans for these request ids; resolves with the status and how long it took. */
 async function send(otlpPort: number, requestIds: string[]): Promise<{ status: number; ms: number }> {
   const traceId = randomBytes(16).toString('hex');
-  const body = encodeOtlpProtobuf(holdRequest(requestIds.map((id, i) => holdSpan(id, randomBytes(8).toString('hex'), traceId, nowNs() + BigInt(i)))));
+  const body = encodeOtlpProtobuf(
+    holdRequest(requestIds.map((id, i) => holdSpan(id, randomBytes(8).toString('hex'), traceId, nowNs() + BigInt(i)))),
+  );
   const started = performance.now();
-  const res = await fetch(`http://127.0.0.1:${otlpPort}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body });
+  const res = await fetch(`http://127.0.0.1:${otlpPort}/v1/traces`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-protobuf' },
+    body,
+  });
   await res.arrayBuffer();
   return { status: res.status, ms: performance.now() - started };
 }
@@ -71,22 +93,41 @@ describe('holdscope start without Kafka, under faults', { timeout: 120_000 }, ()
       const s = await start(server.url, database);
       running.push(s.child);
       // ClickHouse refuses these rows for their content (VIOLATED_CONSTRAINT), whatever the validator lets through.
-      await client.command({ query: "ALTER TABLE {db:Identifier}.spans ADD CONSTRAINT refuse_poison CHECK request_id NOT LIKE 'poison%'", query_params: { db: database } });
+      await client.command({
+        query: "ALTER TABLE {db:Identifier}.spans ADD CONSTRAINT refuse_poison CHECK request_id NOT LIKE 'poison%'",
+        query_params: { db: database },
+      });
 
       const mixed = await send(s.otlpPort, ['fine-1', 'poison-1', 'fine-2']);
       assert.equal(mixed.status, 200, s.stderr().slice(-3000));
       const after = await send(s.otlpPort, ['fine-3']);
       assert.equal(after.status, 200);
       assert.ok(after.ms < 3000, `a valid request after the refused span took ${Math.round(after.ms)} ms`);
-      const stored = await client.query({ query: 'SELECT DISTINCT request_id FROM {db:Identifier}.spans ORDER BY request_id', query_params: { db: database }, format: 'JSONEachRow' });
-      assert.deepEqual(((await stored.json()) as { request_id: string }[]).map((r) => r.request_id), ['fine-1', 'fine-2', 'fine-3']);
-      const dead = await client.query({ query: 'SELECT request_id, error_name FROM {db:Identifier}.span_dead_letters FINAL', query_params: { db: database }, format: 'JSONEachRow' });
+      const stored = await client.query({
+        query: 'SELECT DISTINCT request_id FROM {db:Identifier}.spans ORDER BY request_id',
+        query_params: { db: database },
+        format: 'JSONEachRow',
+      });
+      assert.deepEqual(
+        ((await stored.json()) as { request_id: string }[]).map((r) => r.request_id),
+        ['fine-1', 'fine-2', 'fine-3'],
+      );
+      const dead = await client.query({
+        query: 'SELECT request_id, error_name FROM {db:Identifier}.span_dead_letters FINAL',
+        query_params: { db: database },
+        format: 'JSONEachRow',
+      });
       assert.deepEqual(await dead.json(), [{ request_id: 'poison-1', error_name: 'VIOLATED_CONSTRAINT' }]);
 
       // ClickHouse goes away: a request waits on the writer's retries, then SIGTERM.
       await server.kill();
       const waiting = send(s.otlpPort, ['fine-4']);
-      await waitFor('the writer retrying', async () => /inserting \d+ span rows failed; retrying/.test(s.stderr()), 15_000, () => s.stderr().slice(-3000));
+      await waitFor(
+        'the writer retrying',
+        async () => /inserting \d+ span rows failed; retrying/.test(s.stderr()),
+        15_000,
+        () => s.stderr().slice(-3000),
+      );
       const stopping = performance.now();
       s.child.kill('SIGTERM');
       const exit = await s.exited;

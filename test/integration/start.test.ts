@@ -19,10 +19,24 @@ interface Started {
 /** Runs `holdscope start` as a user would and waits for its ports and a healthy /healthz. */
 async function start(args: string[], env: Record<string, string> = {}): Promise<Started> {
   const began = Date.now();
-  const child = spawn(process.execPath, ['bin/holdscope.js', 'start', '--http-port', '0', '--otlp-port', '0', '--data', mkdtempSync(join(tmpdir(), 'holdscope-start-')), ...args], {
-    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      'bin/holdscope.js',
+      'start',
+      '--http-port',
+      '0',
+      '--otlp-port',
+      '0',
+      '--data',
+      mkdtempSync(join(tmpdir(), 'holdscope-start-')),
+      ...args,
+    ],
+    {
+      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   const ports = await new Promise<{ otlpPort: number; httpPort: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
@@ -75,7 +89,12 @@ describe('holdscope start', () => {
     const metrics = await fetch(`http://127.0.0.1:${s.httpPort}/metrics`);
     assert.equal(metrics.status, 200);
     const text = await metrics.text();
-    for (const family of ['holdscope_hold_timeout_share', 'holdscope_flags', 'holdscope_pipeline_rows_inserted_total', 'holdscope_collector_spans_received_total']) {
+    for (const family of [
+      'holdscope_hold_timeout_share',
+      'holdscope_flags',
+      'holdscope_pipeline_rows_inserted_total',
+      'holdscope_collector_spans_received_total',
+    ]) {
       assert.match(text, new RegExp(`^# TYPE ${family} `, 'm'), family);
     }
     assert.match(text, /^holdscope_collector_spans_received_total [1-9]\d*$/m, 'the collector counted the simulated spans');
@@ -86,7 +105,13 @@ describe('holdscope start', () => {
     const s = await start(['--no-simulate']);
     running.push(s.child);
     const provider = new TracerProvider({
-      resource: resourceFromAttributes({ 'pd.role': 'decode', 'pd.engine.id': 'decode-ext', 'pd.engine.version': 'v9', 'pd.transfer.backend': 'nixl', 'pd.kv.capacity_slots': 4096 }),
+      resource: resourceFromAttributes({
+        'pd.role': 'decode',
+        'pd.engine.id': 'decode-ext',
+        'pd.engine.version': 'v9',
+        'pd.transfer.backend': 'nixl',
+        'pd.kv.capacity_slots': 4096,
+      }),
       spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `http://127.0.0.1:${s.otlpPort}/v1/traces` }) })],
     });
     const pd = createPdEmitter(provider.getTracer('external-engine'));
@@ -104,7 +129,12 @@ describe('holdscope start', () => {
     assert.equal(body.request_id, req.requestId);
     assert.equal(body.lifecycles.length, 1);
     assert.deepEqual(
-      { generation: body.lifecycles[0]?.generation, resolution: body.lifecycles[0]?.resolution, hold_ms: body.lifecycles[0]?.hold_ms, decode_engine: body.lifecycles[0]?.decode_engine },
+      {
+        generation: body.lifecycles[0]?.generation,
+        resolution: body.lifecycles[0]?.resolution,
+        hold_ms: body.lifecycles[0]?.hold_ms,
+        decode_engine: body.lifecycles[0]?.decode_engine,
+      },
       { generation: 3, resolution: 'drained', hold_ms: 15, decode_engine: 'decode-ext' },
     );
   });
@@ -112,7 +142,10 @@ describe('holdscope start', () => {
   it('honours both tokens: its simulated engines send the collector token, and no door opens without them', async () => {
     const collectorToken = 'collector-token-0123456789';
     const httpToken = 'http-token-0123456789abcdef';
-    const s = await start(['--seed', '4343', '--scenario', 'steady'], { HOLDSCOPE_COLLECTOR_TOKEN: collectorToken, HOLDSCOPE_HTTP_TOKEN: httpToken });
+    const s = await start(['--seed', '4343', '--scenario', 'steady'], {
+      HOLDSCOPE_COLLECTOR_TOKEN: collectorToken,
+      HOLDSCOPE_HTTP_TOKEN: httpToken,
+    });
     running.push(s.child);
     const api = `http://127.0.0.1:${s.httpPort}`;
     const otlp = `http://127.0.0.1:${s.otlpPort}/v1/traces`;
@@ -120,7 +153,8 @@ describe('holdscope start', () => {
     const stored = await poll(`${api}/api/lifecycles/s4343-000001`, 15_000, { headers: { authorization: `bEaReR ${httpToken}` } });
     assert.equal(stored.status, 200);
     const span = JSON.stringify({ resourceSpans: [] });
-    const post = (headers: Record<string, string>) => fetch(otlp, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: span });
+    const post = (headers: Record<string, string>) =>
+      fetch(otlp, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: span });
     assert.equal((await post({})).status, 401, 'the collector without a token');
     assert.equal((await post({ authorization: `Bearer ${httpToken}` })).status, 401, "the collector with the HTTP port's token");
     assert.equal((await post({ authorization: `bearer ${collectorToken}` })).status, 200, 'the collector, scheme in lower case');
@@ -130,19 +164,32 @@ describe('holdscope start', () => {
     assert.equal((await fetch(`${api}/metrics`)).status, 401, '/metrics without a token');
     for (const path of ['/healthz', '/readyz']) assert.equal((await fetch(`${api}${path}`)).status, 200, path);
     const authorized = { headers: { authorization: `Bearer ${httpToken}` } };
-    for (const path of ['/vendor/constructor', '/vendor/__proto__', '/vendor/toString', '/static/constructor', '/static/..%2f..%2fpackage.json', '/nowhere']) {
+    for (const path of [
+      '/vendor/constructor',
+      '/vendor/__proto__',
+      '/vendor/toString',
+      '/static/constructor',
+      '/static/..%2f..%2fpackage.json',
+      '/nowhere',
+    ]) {
       const res = await fetch(`${api}${path}`, authorized);
       const body = await res.text();
       assert.equal(res.status, 404, path);
       assert.doesNotMatch(body, /\bat |\/work\/|node_modules|\.ts:/, `${path}: no stack trace or file path`);
     }
     const every = await Promise.all(
-      [`${api}/`, `${api}/api/lifecycles/none`, `${api}/vendor/nothing`, `${api}/api/flags`, `${api}/healthz`].map((url) => fetch(url, authorized)),
+      [`${api}/`, `${api}/api/lifecycles/none`, `${api}/vendor/nothing`, `${api}/api/flags`, `${api}/healthz`].map((url) =>
+        fetch(url, authorized),
+      ),
     );
     for (const res of every) assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `${res.url} (${res.status})`);
     const to9999 = await fetch(`${api}/api/flags?from=2026-01-01T00:00:00Z&to=9999-12-31T00:00:00Z`, authorized);
-    assert.equal(to9999.status, 400, 'a window past any limit is the caller\'s error');
-    const otlpAnswers = await Promise.all([post({}), fetch(`${otlp.replace('/v1/traces', '/nowhere')}`), post({ authorization: `Bearer ${collectorToken}` })]);
+    assert.equal(to9999.status, 400, "a window past any limit is the caller's error");
+    const otlpAnswers = await Promise.all([
+      post({}),
+      fetch(`${otlp.replace('/v1/traces', '/nowhere')}`),
+      post({ authorization: `Bearer ${collectorToken}` }),
+    ]);
     for (const res of otlpAnswers) assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `collector ${res.status}`);
     assert.equal(await stop(s.child), 0);
   });

@@ -82,7 +82,11 @@ interface Running {
 }
 
 /** Spawns scripts/chdb-server.mjs and resolves once it printed `ready <port>`; rejects with its stderr. */
-async function spawnServer(path: string, port: number, onExit: (exit: { code: number | null; signal: NodeJS.Signals | null }) => void): Promise<Running> {
+async function spawnServer(
+  path: string,
+  port: number,
+  onExit: (exit: { code: number | null; signal: NodeJS.Signals | null }) => void,
+): Promise<Running> {
   installExitHook();
   const child = spawn(process.execPath, [SCRIPT, '--path', path, '--port', String(port), '--exit-with-stdin'], {
     cwd: PROJECT_ROOT,
@@ -115,7 +119,9 @@ async function spawnServer(path: string, port: number, onExit: (exit: { code: nu
       clearTimeout(timer);
       child.kill('SIGKILL');
       // Give the stderr pipe a moment to deliver the last lines before reporting them.
-      void Promise.race([exited, new Promise((r) => setTimeout(r, 200))]).then(() => reject(new Error(`clickhouse-server: ${message}${describeStderr()}`)));
+      void Promise.race([exited, new Promise((r) => setTimeout(r, 200))]).then(() =>
+        reject(new Error(`clickhouse-server: ${message}${describeStderr()}`)),
+      );
     };
     const timer = setTimeout(() => fail(`not ready within ${READY_TIMEOUT_MS} ms (path ${path}, port ${port})`), READY_TIMEOUT_MS);
     createInterface({ input: child.stdout }).on('line', (line) => {

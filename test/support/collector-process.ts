@@ -101,11 +101,15 @@ export interface CollectorProcess {
 export async function spawnCollector(args: string[], env: Record<string, string> = {}): Promise<CollectorProcess> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', ...env };
   delete childEnv.NODE_TEST_CONTEXT; // the child is no test file
-  const child = spawn(process.execPath, ['--import', EXIT_WITH_STDIN, 'bin/holdscope.js', 'collector', '--host', '127.0.0.1', '--port', '0', ...args], {
-    cwd: PROJECT_ROOT,
-    env: childEnv,
-    stdio: ['pipe', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', EXIT_WITH_STDIN, 'bin/holdscope.js', 'collector', '--host', '127.0.0.1', '--port', '0', ...args],
+    {
+      cwd: PROJECT_ROOT,
+      env: childEnv,
+      stdio: ['pipe', 'ignore', 'pipe'],
+    },
+  );
   track(child);
   child.stdin?.on('error', () => {}); // EPIPE after the child died: reported through 'exit' instead
   let stderr = '';
@@ -129,7 +133,8 @@ export async function spawnCollector(args: string[], env: Record<string, string>
       if (port) onListening(Number(port));
     });
   }
-  const describe = () => `collector pid ${child.pid} (${exitText ? `ended by ${exitText}` : 'running'}); stderr tail:\n${stderr.trim().slice(-8000) || '(empty)'}`;
+  const describe = () =>
+    `collector pid ${child.pid} (${exitText ? `ended by ${exitText}` : 'running'}); stderr tail:\n${stderr.trim().slice(-8000) || '(empty)'}`;
 
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {

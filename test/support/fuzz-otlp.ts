@@ -81,7 +81,8 @@ export function fuzzSeed(): number {
   const given = process.env.HOLDSCOPE_FUZZ_SEED;
   if (given !== undefined && given !== '') {
     const n = Number(given);
-    if (!Number.isSafeInteger(n) || n < 0 || n > 0xffffffff) throw new RangeError(`HOLDSCOPE_FUZZ_SEED: expected an integer in 0..2^32-1, got ${given}`);
+    if (!Number.isSafeInteger(n) || n < 0 || n > 0xffffffff)
+      throw new RangeError(`HOLDSCOPE_FUZZ_SEED: expected an integer in 0..2^32-1, got ${given}`);
     return n;
   }
   return randomBytes(4).readUInt32BE(0);
@@ -164,7 +165,13 @@ export function richRequest(rng: Rng): OtlpTraceRequest {
  * Runs a small simulation against a local HTTP server that answers 200 and keeps every request body: real
  * OTLP protobuf (or JSON) as the SDK's exporters write it, spans of every PD kind included.
  */
-export async function captureSimulatorBodies(encoding: 'protobuf' | 'json', scenario: ScenarioName, seed: number, requests: number, batchSize = 64): Promise<Buffer[]> {
+export async function captureSimulatorBodies(
+  encoding: 'protobuf' | 'json',
+  scenario: ScenarioName,
+  seed: number,
+  requests: number,
+  batchSize = 64,
+): Promise<Buffer[]> {
   const bodies: Buffer[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -235,7 +242,10 @@ export const pbKeyValue = (key: string, anyValue: Buffer): Buffer => Buffer.conc
  * ExportTraceServiceRequest with one resource (its KeyValues given) and one span (name, ids, times, and the
  * KeyValues given as its attributes), written field by field.
  */
-export function pbRequest(resourceKvs: Buffer[], span: { name: string; traceId: Buffer; spanId: Buffer; startNs: bigint; attributes: Buffer[] }): Buffer {
+export function pbRequest(
+  resourceKvs: Buffer[],
+  span: { name: string; traceId: Buffer; spanId: Buffer; startNs: bigint; attributes: Buffer[] },
+): Buffer {
   const spanBytes = Buffer.concat([
     ld(1, span.traceId),
     ld(2, span.spanId),
@@ -417,9 +427,20 @@ export function mutateBytes(rng: Rng, input: Buffer, kind: ByteMutation, other?:
       let replacement: Buffer;
       if (kind === 'overlong-varint') {
         // Same value, padded with continuation bytes (valid protobuf up to 10 bytes), or an endless varint.
-        replacement = rng.chance(0.5) ? Buffer.concat([Buffer.from(varint(p.length).map((b) => b | 0x80)), Buffer.from([0x80, 0x00])]) : Buffer.alloc(rng.range(10, 16), 0xff);
+        replacement = rng.chance(0.5)
+          ? Buffer.concat([Buffer.from(varint(p.length).map((b) => b | 0x80)), Buffer.from([0x80, 0x00])])
+          : Buffer.alloc(rng.range(10, 16), 0xff);
       } else {
-        const candidates = [p.length + 1, Math.max(0, p.length - 1), 0, p.length + rng.range(2, 4096), 0x7fffffff, 0xffffffff, 2 ** 35 + p.length, rng.int(2 ** 31)];
+        const candidates = [
+          p.length + 1,
+          Math.max(0, p.length - 1),
+          0,
+          p.length + rng.range(2, 4096),
+          0x7fffffff,
+          0xffffffff,
+          2 ** 35 + p.length,
+          rng.int(2 ** 31),
+        ];
         replacement = varint(rng.pick(candidates));
       }
       return Buffer.concat([buf.subarray(0, p.at), replacement, buf.subarray(p.end)]);
@@ -427,7 +448,16 @@ export function mutateBytes(rng: Rng, input: Buffer, kind: ByteMutation, other?:
   }
 }
 
-export const BYTE_MUTATIONS: readonly ByteMutation[] = ['bit-flip', 'truncate', 'insert', 'delete', 'duplicate', 'varint-length', 'overlong-varint', 'splice'];
+export const BYTE_MUTATIONS: readonly ByteMutation[] = [
+  'bit-flip',
+  'truncate',
+  'insert',
+  'delete',
+  'duplicate',
+  'varint-length',
+  'overlong-varint',
+  'splice',
+];
 
 // ---------------------------------------------------------------------------------------------------------
 // JSON mutators
@@ -445,7 +475,23 @@ export function randomJson(rng: Rng, depth = 3): Json {
     case 2:
       return rng.pick([0, -1, 1.5, 1e308, -1e-308, 2 ** 53 + 1, 2 ** 64, Number.MAX_SAFE_INTEGER, 0x7fffffff + 1]);
     case 3:
-      return rng.pick(['', 'x', 'zz', '0', '-1', '1.5', 'NaN', 'Infinity', '18446744073709551616', 'SPAN_KIND_SERVER', 'AAEC', '0123456789abcdef', '\u0000', '\ud800', 'é']);
+      return rng.pick([
+        '',
+        'x',
+        'zz',
+        '0',
+        '-1',
+        '1.5',
+        'NaN',
+        'Infinity',
+        '18446744073709551616',
+        'SPAN_KIND_SERVER',
+        'AAEC',
+        '0123456789abcdef',
+        '\u0000',
+        '\ud800',
+        'é',
+      ]);
     case 4:
       return rng.bytes(rng.range(0, 24)).toString('latin1');
     case 5:
@@ -454,7 +500,21 @@ export function randomJson(rng: Rng, depth = 3): Json {
       return Array.from({ length: rng.range(0, 4) }, () => randomJson(rng, depth - 1));
     default: {
       const o: Record<string, Json> = {};
-      const keys = ['stringValue', 'intValue', 'values', 'key', 'value', 'spans', 'name', 'attributes', 'kvlistValue', 'arrayValue', '__proto__', 'constructor', 'x'];
+      const keys = [
+        'stringValue',
+        'intValue',
+        'values',
+        'key',
+        'value',
+        'spans',
+        'name',
+        'attributes',
+        'kvlistValue',
+        'arrayValue',
+        '__proto__',
+        'constructor',
+        'x',
+      ];
       for (let i = rng.range(0, 4); i > 0; i--) o[rng.pick(keys)] = randomJson(rng, depth - 1);
       return o;
     }
@@ -570,7 +630,11 @@ export function wrongTypeMutations(): { what: string; apply: (doc: Record<string
     ['kvlistValue', (d, v) => (attr(d, 'x.kvlist').value = { kvlistValue: v }), notObject],
     ['kvlistValue.values', (d, v) => (attr(d, 'x.kvlist').value = { kvlistValue: { values: v } }), notList],
     ['kvlistValue.values[0]', (d, v) => (attr(d, 'x.kvlist').value.kvlistValue.values[0] = v), notObject],
-    ['AnyValue with two values', (d, v) => (attr(d, 'x.string').value = { stringValue: 'a', ...(v as object) }), [{ intValue: '1' }, { boolValue: true }, { arrayValue: { values: [] } }]],
+    [
+      'AnyValue with two values',
+      (d, v) => (attr(d, 'x.string').value = { stringValue: 'a', ...(v as object) }),
+      [{ intValue: '1' }, { boolValue: true }, { arrayValue: { values: [] } }],
+    ],
     ['status', (d, v) => (span(d).status = v), notObject],
     ['status.code', (d, v) => (span(d).status.code = v), notEnum],
     ['status.message', (d, v) => (span(d).status.message = v), notString],

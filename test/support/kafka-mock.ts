@@ -100,7 +100,8 @@ function track(child: ChildProcessWithoutNullStreams): void {
 }
 
 function checkInt(what: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): void {
-  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`kafka-mock: ${what} must be an integer in ${min}..${max}, got ${value}`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new RangeError(`kafka-mock: ${what} must be an integer in ${min}..${max}, got ${value}`);
 }
 
 function checkTopic(name: string): void {

@@ -24,12 +24,19 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 30_000)
   const remaining = new Set([...highs].filter(([, high]) => high > 0n).map(([p]) => p));
   const out: ReadMessage[] = [];
   if (remaining.size === 0) return out;
-  const consumer = kafka.consumer({ groupId: `read-${topic}-${Math.random().toString(36).slice(2)}`, sessionTimeout: 6000, heartbeatInterval: 1000 });
+  const consumer = kafka.consumer({
+    groupId: `read-${topic}-${Math.random().toString(36).slice(2)}`,
+    sessionTimeout: 6000,
+    heartbeatInterval: 1000,
+  });
   await consumer.connect();
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`readTopic ${topic}: partitions ${[...remaining].join(',')} not read within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`readTopic ${topic}: partitions ${[...remaining].join(',')} not read within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       consumer
         .run({
           autoCommit: false,
@@ -39,7 +46,13 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 30_000)
               if (BigInt(m.offset) >= high) continue;
               const headers: Record<string, string> = {};
               for (const [k, v] of Object.entries(m.headers ?? {})) headers[k] = String(v);
-              out.push({ partition: batch.partition, offset: m.offset, key: m.key?.toString() ?? null, value: m.value ?? Buffer.alloc(0), headers });
+              out.push({
+                partition: batch.partition,
+                offset: m.offset,
+                key: m.key?.toString() ?? null,
+                value: m.value ?? Buffer.alloc(0),
+                headers,
+              });
               if (BigInt(m.offset) + 1n >= high) remaining.delete(batch.partition);
             }
             if (remaining.size === 0) {

@@ -58,7 +58,11 @@ export function deriveLifecycles(events: PdEvent[], startNs: bigint): Map<string
     const okEnds = transfers.filter((t) => t.status === 'ok').map((t) => t.endNs);
     const lastOk = okEnds.length > 0 ? okEnds.reduce((a, b) => (a > b ? a : b)) : undefined;
     const resolution = !hold ? 'none' : !release ? 'open' : release.reason === 'drained' ? 'drained' : 'timeout';
-    const late = release ? transfers.filter((t) => t.status === 'ok' && t.endNs > release.startNs).sort((a, b) => (a.endNs < b.endNs ? -1 : a.endNs > b.endNs ? 1 : 0)) : [];
+    const late = release
+      ? transfers
+          .filter((t) => t.status === 'ok' && t.endNs > release.startNs)
+          .sort((a, b) => (a.endNs < b.endNs ? -1 : a.endNs > b.endNs ? 1 : 0))
+      : [];
     const lateWrites = late.map((t) => {
       const victims = new Map<string, { request_id: string; generation: number; pages: number[] }>();
       for (const page of t.pages) {
@@ -68,11 +72,21 @@ export function deriveLifecycles(events: PdEvent[], startNs: bigint): Map<string
         v.pages.push(page);
         victims.set(keyOf(owner), v);
       }
-      return { rank: t.rank, chunk_index: t.chunkIndex, completed_ms: msBetween(t.endNs, startNs), pages: t.pages, victims: [...victims.values()] };
+      return {
+        rank: t.rank,
+        chunk_index: t.chunkIndex,
+        completed_ms: msBetween(t.endNs, startNs),
+        pages: t.pages,
+        victims: [...victims.values()],
+      };
     });
     const flags = new Set<string>();
     if (lateWrites.length > 0) flags.add('late_write');
-    if (release?.reason === 'timeout' && transfers.some((t) => t.startNs <= release.startNs && (t.endNs > release.startNs || t.status !== 'ok'))) flags.add('unsafe_release');
+    if (
+      release?.reason === 'timeout' &&
+      transfers.some((t) => t.startNs <= release.startNs && (t.endNs > release.startNs || t.status !== 'ok'))
+    )
+      flags.add('unsafe_release');
     if ((g['pd.drain'] ?? []).some((d) => d.failedSends > 0 && !d.ackWithheld)) flags.add('ack_after_failed_send');
     if (acks.some((a) => a.accepted && a.ackGeneration !== a.generation)) flags.add('stale_ack_consumed');
     const admission = g['pd.admission']?.[0]?.outcome ?? 'accepted';
@@ -86,7 +100,10 @@ export function deriveLifecycles(events: PdEvent[], startNs: bigint): Map<string
       hold_ms: hold && release ? msBetween(release.startNs, hold.startNs) : null,
       transfer_tail_ms: hold && lastOk !== undefined ? msBetween(lastOk, hold.startNs) : null,
       release_reason: release?.reason ?? null,
-      acked_ranks: acks.filter((a) => a.accepted).map((a) => a.rank).sort((a, b) => a - b),
+      acked_ranks: acks
+        .filter((a) => a.accepted)
+        .map((a) => a.rank)
+        .sort((a, b) => a - b),
       missing_ranks: g['pd.timeout']?.[0]?.missingRanks ?? [],
       stale_acks: {
         accepted: acks.filter((a) => a.ackGeneration !== a.generation && a.accepted).length,

@@ -20,7 +20,10 @@ export async function loadEvilRequest(client: ClickHouseClient, database: string
   try {
     const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}/v1/traces` });
     const engine = (attrs: Record<string, string | number>) =>
-      new TracerProvider({ resource: resourceFromAttributes({ 'pd.engine.version': 'evil-1', 'pd.transfer.backend': 'mooncake', ...attrs }), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+      new TracerProvider({
+        resource: resourceFromAttributes({ 'pd.engine.version': 'evil-1', 'pd.transfer.backend': 'mooncake', ...attrs }),
+        spanProcessors: [new SimpleSpanProcessor({ exporter })],
+      });
     const decodeProvider = engine({ 'pd.role': 'decode', 'pd.engine.id': 'decode-evil', 'pd.kv.capacity_slots': 65536 });
     const prefillProvider = engine({ 'pd.role': 'prefill', 'pd.engine.id': 'prefill-evil' });
     const decode = createPdEmitter(decodeProvider.getTracer('decode'));
@@ -31,7 +34,11 @@ export async function loadEvilRequest(client: ClickHouseClient, database: string
     const B = { requestId: EVIL_VICTIM, generation: 0 };
     decode.kvAllocated(A, { pages: range(14, 44), slots: 31 * 16 }, { time: at(0) });
     decode.holdStarted(A, { expectedRanks: [0], timeoutMs: 300, slots: 31 * 16, pages: range(14, 44) }, { time: at(50) });
-    prefill.transferChunk(A, { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-evil' }, { start: at(20), end: at(900) });
+    prefill.transferChunk(
+      A,
+      { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-evil' },
+      { start: at(20), end: at(900) },
+    );
     decode.timeoutFired(A, { missingRanks: [0], action: 'release' }, { time: at(350) });
     decode.released(A, { reason: 'timeout', pages: range(14, 44) }, { time: at(351) });
     decode.kvAllocated(B, { pages: range(1, 32), slots: 32 * 16 }, { time: at(400) });

@@ -124,7 +124,8 @@ export async function spawnPipeline(name: string, args: string[], env: Record<st
       resolve();
     });
   });
-  const explain = (): string => `pipeline ${name} (pid ${child.pid}${exitText ? `, ended by ${exitText}` : ''}); stderr:\n${stderr.trim() || '(empty)'}`;
+  const explain = (): string =>
+    `pipeline ${name} (pid ${child.pid}${exitText ? `, ended by ${exitText}` : ''}); stderr:\n${stderr.trim() || '(empty)'}`;
   // An unref'd timer: a process that ended at once must not hold this one for the rest of the wait.
   const waitExit = (ms: number): Promise<boolean> =>
     Promise.race([exited.then(() => true), sleep(ms, undefined, { ref: false }).then(() => false)]);

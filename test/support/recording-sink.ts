@@ -19,13 +19,15 @@ export function recordingSink(): { sink: SimSink; spans: RecordedSpan[] } {
   const toUs = (t: unknown): number => (t as [number, number])[0];
   const emitterFor = (engineId: string): PdEmitter =>
     new Proxy({} as PdEmitter, {
-      get: (_target, method: string) => (req: RequestRef, ...rest: unknown[]) => {
-        const options = rest[rest.length - 1] as { time?: unknown; start?: unknown; end?: unknown } | undefined;
-        const attrs = (rest.length > 1 ? rest[0] : {}) as Record<string, unknown>;
-        const startUs = toUs(options?.time ?? options?.start);
-        const endUs = toUs(options?.time ?? options?.end);
-        spans.push({ engineId, method: method as keyof PdEmitter, req, attrs, startUs, endUs });
-      },
+      get:
+        (_target, method: string) =>
+        (req: RequestRef, ...rest: unknown[]) => {
+          const options = rest[rest.length - 1] as { time?: unknown; start?: unknown; end?: unknown } | undefined;
+          const attrs = (rest.length > 1 ? rest[0] : {}) as Record<string, unknown>;
+          const startUs = toUs(options?.time ?? options?.start);
+          const endUs = toUs(options?.time ?? options?.end);
+          spans.push({ engineId, method: method as keyof PdEmitter, req, attrs, startUs, endUs });
+        },
     });
   const cache = new Map<string, PdEmitter>();
   return {

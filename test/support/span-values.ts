@@ -82,7 +82,12 @@ const ok = <T extends AttrValue>(a: fc.Arbitrary<T>) => a.map((v): Val => ({ v, 
  * reject. Weighted so that a span of a dozen attributes is often entirely valid: a span with bad values may have
  * several, and the spans drawn without bad values (half of them) exercise the valid domain's edges.
  */
-function choose(withBad: boolean, good: fc.Arbitrary<Val>, edge: fc.Arbitrary<Val> | undefined, bads: fc.Arbitrary<Val>[]): fc.Arbitrary<Val> {
+function choose(
+  withBad: boolean,
+  good: fc.Arbitrary<Val>,
+  edge: fc.Arbitrary<Val> | undefined,
+  bads: fc.Arbitrary<Val>[],
+): fc.Arbitrary<Val> {
   const arbs: fc.WeightedArbitrary<Val>[] = [{ arbitrary: good, weight: 60 }];
   if (edge) arbs.push({ arbitrary: edge, weight: 1 });
   if (withBad) for (const b of bads) arbs.push({ arbitrary: b, weight: 2 });
@@ -134,7 +139,12 @@ function intItem(max: number): { ok: fc.Arbitrary<number>; bad: fc.Arbitrary<Att
 function intVal(max: number, withBad: boolean): fc.Arbitrary<Val> {
   const item = intItem(max);
   // A double that happens to be integral: the contract asks for an OTLP int; decoded it is the same number.
-  return choose(withBad, ok(item.ok), either(fc.integer({ min: 0, max }).map(doubleMarker)), [bad(item.bad), bad(item.bad), bad(wrongTypes('int')), ABSENT]);
+  return choose(withBad, ok(item.ok), either(fc.integer({ min: 0, max }).map(doubleMarker)), [
+    bad(item.bad),
+    bad(item.bad),
+    bad(wrongTypes('int')),
+    ABSENT,
+  ]);
 }
 
 /** `s` cut or padded with `a` to exactly `units` UTF-16 code units, never splitting a surrogate pair. */
@@ -147,7 +157,28 @@ function toUnits(s: string, units: number): string {
   return out + 'a'.repeat(units - out.length);
 }
 
-const SPECIAL_STRINGS = ['\t', '\n', '\r\n', '\\', '\\t', "'", '"', '\u0000', '\u0007', '\u007f', '\u2028', '\u202e', ' ', 'é', '\u{1f600}', '\ufffd', '\ufeff', "a'b\\c\td\ne", 'NULL', '\\N'];
+const SPECIAL_STRINGS = [
+  '\t',
+  '\n',
+  '\r\n',
+  '\\',
+  '\\t',
+  "'",
+  '"',
+  '\u0000',
+  '\u0007',
+  '\u007f',
+  '\u2028',
+  '\u202e',
+  ' ',
+  'é',
+  '\u{1f600}',
+  '\ufffd',
+  '\ufeff',
+  "a'b\\c\td\ne",
+  'NULL',
+  '\\N',
+];
 
 /** A non-empty string of at most `max` UTF-16 code units. */
 function okString(max = MAX_STRING): fc.Arbitrary<string> {
@@ -177,12 +208,21 @@ function badString(): fc.Arbitrary<string> {
 /** A string attribute (missing is bad where it is required: the model decides). */
 function stringVal(withBad: boolean): fc.Arbitrary<Val> {
   // At most 1024 characters (code points) but more than 1024 UTF-16 code units: which one "characters" means is open.
-  return choose(withBad, ok(okString()), either(fc.constantFrom('\u{1f600}'.repeat(600), '\u{1f600}'.repeat(MAX_STRING))), [bad(badString()), bad(badString()), bad(wrongTypes('string')), ABSENT]);
+  return choose(withBad, ok(okString()), either(fc.constantFrom('\u{1f600}'.repeat(600), '\u{1f600}'.repeat(MAX_STRING))), [
+    bad(badString()),
+    bad(badString()),
+    bad(wrongTypes('string')),
+    ABSENT,
+  ]);
 }
 
 function enumVal(values: readonly string[], withBad: boolean): fc.Arbitrary<Val> {
   const near = values.flatMap((v) => [v.toUpperCase(), ` ${v}`, `${v}\u0000`, `${v}\n`, v.slice(0, -1)]);
-  return choose(withBad, ok(fc.constantFrom(...values)), undefined, [bad(fc.constantFrom('', 'unknown', ...near)), bad(wrongTypes('string')), ABSENT]);
+  return choose(withBad, ok(fc.constantFrom(...values)), undefined, [
+    bad(fc.constantFrom('', 'unknown', ...near)),
+    bad(wrongTypes('string')),
+    ABSENT,
+  ]);
 }
 
 function boolVal(withBad: boolean): fc.Arbitrary<Val> {
@@ -190,7 +230,8 @@ function boolVal(withBad: boolean): fc.Arbitrary<Val> {
 }
 
 /** `n` items of 0..max spread over the column, from a seed (so shrinking does not walk 4096 items). */
-const spread = (n: number, max: number) => fc.integer({ min: 0, max }).map((seed) => Array.from({ length: n }, (_, i) => (seed + i * 2_654_435_761) % (max + 1)));
+const spread = (n: number, max: number) =>
+  fc.integer({ min: 0, max }).map((seed) => Array.from({ length: n }, (_, i) => (seed + i * 2_654_435_761) % (max + 1)));
 
 /** An int array attribute (pages, ranks) whose items are stored in a column holding 0..max. */
 function intArrayVal(max: number, withBad: boolean): fc.Arbitrary<Val> {
@@ -206,7 +247,13 @@ function intArrayVal(max: number, withBad: boolean): fc.Arbitrary<Val> {
     { arbitrary: fc.constantFrom<number[]>([], [0], [max], [0, max, 0]), weight: 3 },
     { arbitrary: spread(MAX_ATTRIBUTE_LENGTH, max), weight: 1 },
   );
-  return choose(withBad, ok(good), undefined, [bad(withBadItem), bad(withBadItem), bad(spread(MAX_ATTRIBUTE_LENGTH + 1, max)), bad(wrongTypes('array')), ABSENT]);
+  return choose(withBad, ok(good), undefined, [
+    bad(withBadItem),
+    bad(withBadItem),
+    bad(spread(MAX_ATTRIBUTE_LENGTH + 1, max)),
+    bad(wrongTypes('array')),
+    ABSENT,
+  ]);
 }
 
 function stringArrayVal(withBad: boolean): fc.Arbitrary<Val> {
@@ -262,7 +309,12 @@ const OWN_ATTRS: Readonly<Record<SpanName, readonly AttrSpec[]>> = {
     DECODE_ENGINE,
   ],
   'pd.handoff': [],
-  'pd.hold': [spec(Attr.holdExpectedRanks, 'expected_ranks', 'intArray', { max: UINT32_MAX }), spec(Attr.holdTimeoutMs, 'hold_timeout_ms', 'int', { max: UINT32_MAX }), SLOTS, PAGES],
+  'pd.hold': [
+    spec(Attr.holdExpectedRanks, 'expected_ranks', 'intArray', { max: UINT32_MAX }),
+    spec(Attr.holdTimeoutMs, 'hold_timeout_ms', 'int', { max: UINT32_MAX }),
+    SLOTS,
+    PAGES,
+  ],
   'pd.drain': [
     RANK,
     spec(Attr.drainChunksDropped, 'chunks_dropped', 'int', { max: UINT32_MAX }),
@@ -272,14 +324,23 @@ const OWN_ATTRS: Readonly<Record<SpanName, readonly AttrSpec[]>> = {
     DECODE_ENGINE,
   ],
   'pd.ack': [RANK, spec(Attr.ackGeneration, 'ack_generation', 'int', { max: UINT32_MAX }), spec(Attr.ackAccepted, 'ack_accepted', 'bool')],
-  'pd.timeout': [spec(Attr.timeoutMissingRanks, 'missing_ranks', 'intArray', { max: UINT32_MAX }), spec(Attr.timeoutAction, 'timeout_action', 'enum', { values: Object.values(TimeoutAction) })],
+  'pd.timeout': [
+    spec(Attr.timeoutMissingRanks, 'missing_ranks', 'intArray', { max: UINT32_MAX }),
+    spec(Attr.timeoutAction, 'timeout_action', 'enum', { values: Object.values(TimeoutAction) }),
+  ],
   'pd.release': [spec(Attr.releaseReason, 'release_reason', 'enum', { values: Object.values(ReleaseReason) }), PAGES],
   'pd.checksum': [spec(Attr.checksumOutcome, 'checksum_outcome', 'enum', { values: Object.values(ChecksumOutcome) })],
   'pd.cancel': [spec(Attr.cancelTargets, 'cancel_targets', 'stringArray')],
 };
 
 /** Every span attribute of the contract but the common ones, once. */
-const ALL_OWN: readonly AttrSpec[] = [...new Map(Object.values(OWN_ATTRS).flat().map((s) => [s.key, s])).values()];
+const ALL_OWN: readonly AttrSpec[] = [
+  ...new Map(
+    Object.values(OWN_ATTRS)
+      .flat()
+      .map((s) => [s.key, s]),
+  ).values(),
+];
 
 function valOf(s: AttrSpec, withBad: boolean): fc.Arbitrary<Val> {
   switch (s.kind) {
@@ -336,14 +397,30 @@ const inWindow = fc.bigInt(-(RETENTION_NS - 2n * EDGE_NS), SKEW_NS - 2n * EDGE_N
 /** Starts the receiver takes, from its window's edges (now, the skew, the retention) to anywhere inside. */
 const startOk: fc.Arbitrary<StartSpec> = fc.oneof(
   { arbitrary: inWindow.map((fromNow) => ({ fromNow })), weight: 12 },
-  { arbitrary: fc.constantFrom(0n, -1n, 1n, SKEW_NS - 2n * EDGE_NS, SKEW_NS, -RETENTION_NS + 2n * EDGE_NS).map((fromNow) => ({ fromNow })), weight: 3 },
+  {
+    arbitrary: fc.constantFrom(0n, -1n, 1n, SKEW_NS - 2n * EDGE_NS, SKEW_NS, -RETENTION_NS + 2n * EDGE_NS).map((fromNow) => ({ fromNow })),
+    weight: 3,
+  },
 );
 /** Starts on an edge of the window (either side), and starts outside it or outside what can be stored. */
 const startEdge: fc.Arbitrary<StartSpec> = fc.constantFrom(SKEW_NS + 1n, -RETENTION_NS + 1n).map((fromNow) => ({ fromNow }));
 const startBad: fc.Arbitrary<StartSpec> = fc.oneof(
-  fc.constantFrom(SKEW_NS + 2n * EDGE_NS, -RETENTION_NS - 1n, -RETENTION_NS - 2n * EDGE_NS, -400n * 86_400_000n * NS_PER_MS).map((fromNow) => ({ fromNow })),
   fc
-    .constantFrom(0n, 1n, 1_000_000_000n, DATETIME_END_NS, DATETIME_END_NS + 1n, DATETIME64_END_NS, DATETIME64_END_NS + 1n, UINT64_MAX, YEAR_1900_WRAPPED, YEAR_1900_WRAPPED - 1n)
+    .constantFrom(SKEW_NS + 2n * EDGE_NS, -RETENTION_NS - 1n, -RETENTION_NS - 2n * EDGE_NS, -400n * 86_400_000n * NS_PER_MS)
+    .map((fromNow) => ({ fromNow })),
+  fc
+    .constantFrom(
+      0n,
+      1n,
+      1_000_000_000n,
+      DATETIME_END_NS,
+      DATETIME_END_NS + 1n,
+      DATETIME64_END_NS,
+      DATETIME64_END_NS + 1n,
+      UINT64_MAX,
+      YEAR_1900_WRAPPED,
+      YEAR_1900_WRAPPED - 1n,
+    )
     .map((abs) => ({ abs })),
   fc.bigInt(0n, UINT64_MAX).map((abs) => ({ abs })),
 );
@@ -366,7 +443,10 @@ function endSpec(withBad: boolean): fc.Arbitrary<EndSpec> {
     arbs.push(
       { arbitrary: fc.oneof(fc.constant(1n), fc.bigInt(1n, UINT64_MAX)).map((minus) => ({ minus })), weight: 2 },
       { arbitrary: fc.constantFrom(SKEW_NS + 2n * EDGE_NS, UINT64_MAX).map((fromNow) => ({ fromNow })), weight: 1 },
-      { arbitrary: fc.oneof(fc.constantFrom(0n, DATETIME_END_NS + 1n, UINT64_MAX), fc.bigInt(0n, UINT64_MAX)).map((abs) => ({ abs })), weight: 1 },
+      {
+        arbitrary: fc.oneof(fc.constantFrom(0n, DATETIME_END_NS + 1n, UINT64_MAX), fc.bigInt(0n, UINT64_MAX)).map((abs) => ({ abs })),
+        weight: 1,
+      },
     );
   }
   return fc.oneof(...arbs);
@@ -377,7 +457,9 @@ const clamp64 = (n: bigint) => (n < 0n ? 0n : n > UINT64_MAX ? UINT64_MAX : n);
 export function resolveTimes(c: SpanCase, nowNs: bigint): { start: bigint; end: bigint } {
   const start = clamp64('abs' in c.start ? c.start.abs : nowNs + c.start.fromNow);
   const e = c.end;
-  const end = clamp64('same' in e ? start : 'plus' in e ? start + e.plus : 'minus' in e ? start - e.minus : 'abs' in e ? e.abs : nowNs + e.fromNow);
+  const end = clamp64(
+    'same' in e ? start : 'plus' in e ? start + e.plus : 'minus' in e ? start - e.minus : 'abs' in e ? e.abs : nowNs + e.fromNow,
+  );
   return { start, end };
 }
 
@@ -406,11 +488,19 @@ export interface SpanCase {
 
 /** A role that may emit the span (an unknown name: any), or one that may not, or no role at all. */
 function roleVal(name: string, withBad: boolean): fc.Arbitrary<Val> {
-  const allowed: readonly string[] = (SPAN_NAMES as readonly string[]).includes(name) ? EMITTED_BY[name as SpanName] : ['router', 'prefill', 'decode'];
+  const allowed: readonly string[] = (SPAN_NAMES as readonly string[]).includes(name)
+    ? EMITTED_BY[name as SpanName]
+    : ['router', 'prefill', 'decode'];
   const others = ['router', 'prefill', 'decode'].filter((r) => !allowed.includes(r));
   // The model judges the role against the name: a role that may not emit the span is `ok` as a role, and still bad.
   const wrongRole = others.length > 0 ? [ok(fc.constantFrom(...others))] : [];
-  return choose(withBad, ok(fc.constantFrom(...allowed)), undefined, [...wrongRole, ...wrongRole, bad(fc.constantFrom('Decode', 'decoder', '', 'prefill ', 'PREFILL')), bad(wrongTypes('string')), ABSENT]);
+  return choose(withBad, ok(fc.constantFrom(...allowed)), undefined, [
+    ...wrongRole,
+    ...wrongRole,
+    bad(fc.constantFrom('Decode', 'decoder', '', 'prefill ', 'PREFILL')),
+    bad(wrongTypes('string')),
+    ABSENT,
+  ]);
 }
 /** pd.contract.version, on the span or the resource: mostly absent (version 1), else 1. */
 const contractVersionVal = (withBad: boolean): fc.Arbitrary<Val> =>
@@ -421,12 +511,17 @@ const contractVersionVal = (withBad: boolean): fc.Arbitrary<Val> =>
     [bad(fc.constantFrom<AttrValue>(0, 2, -1, 2 ** 53, 1.5, '1', true, 2n ** 63n - 1n))],
   );
 /** Optional where the model says so; a sent value is judged as a string. */
-const clusterVal = (withBad: boolean): fc.Arbitrary<Val> => fc.oneof({ arbitrary: fc.constant<Val>({ v: undefined, c: 'ok' }), weight: 1 }, { arbitrary: stringVal(withBad), weight: 1 });
+const clusterVal = (withBad: boolean): fc.Arbitrary<Val> =>
+  fc.oneof({ arbitrary: fc.constant<Val>({ v: undefined, c: 'ok' }), weight: 1 }, { arbitrary: stringVal(withBad), weight: 1 });
 /** Not read by the validator, but bounded by the collector's --max-attribute-length. */
 const serviceNameVal = (withBad: boolean): fc.Arbitrary<Val> =>
   choose(
     withBad,
-    fc.oneof({ withCrossShrink: true }, { arbitrary: ok(okString()), weight: 10 }, { arbitrary: ok(fc.constant('s'.repeat(MAX_ATTRIBUTE_LENGTH))), weight: 1 }),
+    fc.oneof(
+      { withCrossShrink: true },
+      { arbitrary: ok(okString()), weight: 10 },
+      { arbitrary: ok(fc.constant('s'.repeat(MAX_ATTRIBUTE_LENGTH))), weight: 1 },
+    ),
     undefined,
     [bad(fc.constant('s'.repeat(MAX_ATTRIBUTE_LENGTH + 1)))],
   );
@@ -456,39 +551,53 @@ function extrasArb(withBad: boolean): fc.Arbitrary<AttrMap> {
   if (withBad) values.push(fc.constantFrom<AttrValue>('w'.repeat(MAX_ATTRIBUTE_LENGTH + 1), new Uint8Array(MAX_ATTRIBUTE_LENGTH + 1)));
   const arbs: fc.WeightedArbitrary<AttrMap>[] = [
     { arbitrary: fc.constant<AttrMap>({}), weight: 10 },
-    { arbitrary: fc.dictionary(fc.constantFrom('x.note', 'service.instance.id', 'pd.unknown.attr', 'pd.request', ''), fc.oneof(...values), { maxKeys: 3 }), weight: 3 },
+    {
+      arbitrary: fc.dictionary(fc.constantFrom('x.note', 'service.instance.id', 'pd.unknown.attr', 'pd.request', ''), fc.oneof(...values), {
+        maxKeys: 3,
+      }),
+      weight: 3,
+    },
   ];
   // Past --max-attributes (128) with the contract's ones.
-  if (withBad) arbs.push({ arbitrary: fc.constant(Object.fromEntries(Array.from({ length: MAX_ATTRIBUTES + 2 }, (_, i) => [`x.a${i}`, i]))), weight: 1 });
+  if (withBad)
+    arbs.push({
+      arbitrary: fc.constant(Object.fromEntries(Array.from({ length: MAX_ATTRIBUTES + 2 }, (_, i) => [`x.a${i}`, i]))),
+      weight: 1,
+    });
   return fc.oneof(...arbs);
 }
 
 function spanCase(withBad: boolean): fc.Arbitrary<SpanCase> {
-  return nameArb(withBad).chain((name) => fc.record({
-    encoding: fc.constantFrom('protobuf' as const, 'json' as const),
-    jsonNumbers: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
-    name: fc.constant(name),
-    resource: fc.record({
-      [ResourceAttr.role]: roleVal(name, withBad),
-      [ResourceAttr.engineId]: stringVal(withBad),
-      [ResourceAttr.engineVersion]: stringVal(withBad),
-      [ResourceAttr.transferBackend]: stringVal(withBad),
-      [ResourceAttr.kvCapacitySlots]: intVal(UINT32_MAX, withBad),
-      [ResourceAttr.cluster]: clusterVal(withBad),
-      [ResourceAttr.contractVersion]: contractVersionVal(withBad),
-      [ResourceAttr.serviceName]: serviceNameVal(withBad),
+  return nameArb(withBad).chain((name) =>
+    fc.record({
+      encoding: fc.constantFrom('protobuf' as const, 'json' as const),
+      jsonNumbers: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+      name: fc.constant(name),
+      resource: fc.record({
+        [ResourceAttr.role]: roleVal(name, withBad),
+        [ResourceAttr.engineId]: stringVal(withBad),
+        [ResourceAttr.engineVersion]: stringVal(withBad),
+        [ResourceAttr.transferBackend]: stringVal(withBad),
+        [ResourceAttr.kvCapacitySlots]: intVal(UINT32_MAX, withBad),
+        [ResourceAttr.cluster]: clusterVal(withBad),
+        [ResourceAttr.contractVersion]: contractVersionVal(withBad),
+        [ResourceAttr.serviceName]: serviceNameVal(withBad),
+      }),
+      attrs: fc.record({
+        [Attr.contractVersion]: contractVersionVal(withBad),
+        [Attr.requestId]: stringVal(withBad),
+        [Attr.generation]: intVal(UINT32_MAX, withBad),
+        ...Object.fromEntries(ALL_OWN.map((s) => [s.key, valOf(s, withBad)])),
+      }),
+      foreign: fc.subarray(
+        ALL_OWN.map((s) => s.key),
+        { maxLength: 3 },
+      ),
+      extras: extrasArb(withBad),
+      start: startSpec(withBad),
+      end: endSpec(withBad),
     }),
-    attrs: fc.record({
-      [Attr.contractVersion]: contractVersionVal(withBad),
-      [Attr.requestId]: stringVal(withBad),
-      [Attr.generation]: intVal(UINT32_MAX, withBad),
-      ...Object.fromEntries(ALL_OWN.map((s) => [s.key, valOf(s, withBad)])),
-    }),
-    foreign: fc.subarray(ALL_OWN.map((s) => s.key), { maxLength: 3 }),
-    extras: extrasArb(withBad),
-    start: startSpec(withBad),
-    end: endSpec(withBad),
-  }));
+  );
 }
 
 /**
@@ -531,7 +640,8 @@ function stored(s: AttrSpec, v: AttrValue): unknown {
 }
 
 /** An int as read back (a value that cannot be stored is returned as it is: the span is rejected anyway). */
-const storedInt = (v: AttrValue | undefined, absent: number): unknown => (v === undefined ? absent : (markedDouble(v) ?? (typeof v === 'number' ? v + 0 : v)));
+const storedInt = (v: AttrValue | undefined, absent: number): unknown =>
+  v === undefined ? absent : (markedDouble(v) ?? (typeof v === 'number' ? v + 0 : v));
 
 export interface Expectation {
   /** `stored`: must be stored exactly; `rejected`: must be rejected; `either`: one of the two. */
@@ -552,13 +662,20 @@ const TIME_RE = /span\.start_time|span\.end_time|span ends before it starts|span
 
 /** A string (or a list holding one) with a lone surrogate: not Unicode text, so it cannot be stored as sent. */
 const notUnicode = (v: AttrValue | undefined): boolean =>
-  typeof v === 'string' ? !(v as string & { isWellFormed(): boolean }).isWellFormed() : Array.isArray(v) && v.some((item) => notUnicode(item as AttrValue));
+  typeof v === 'string'
+    ? !(v as string & { isWellFormed(): boolean }).isWellFormed()
+    : Array.isArray(v) && v.some((item) => notUnicode(item as AttrValue));
 
 /**
  * The model's verdict on a span sent at `nowNs` (the sender's clock just before the request; the receiver's is read
  * later, by at most EDGE_NS), with its resolved times and ids.
  */
-export function expectation(c: SpanCase, ids: { traceId: string; spanId: string }, times: { start: bigint; end: bigint }, nowNs: bigint): Expectation {
+export function expectation(
+  c: SpanCase,
+  ids: { traceId: string; spanId: string },
+  times: { start: bigint; end: bigint },
+  nowNs: bigint,
+): Expectation {
   const bads: { note: string; re: RegExp }[] = [];
   const edges: { note: string; re: RegExp }[] = [];
   const judge = (cls: Cls, note: string, re: RegExp) => {
@@ -680,7 +797,11 @@ export function expectation(c: SpanCase, ids: { traceId: string; spanId: string 
 // Building and encoding
 
 /** The span itself: its own attributes, the foreign ones and the extras, in the contract's order. */
-export function buildSpan(c: SpanCase, ids: { traceId: string; spanId: string }, times: { start: bigint; end: bigint }): { span: OtlpSpan; resource: AttrMap } {
+export function buildSpan(
+  c: SpanCase,
+  ids: { traceId: string; spanId: string },
+  times: { start: bigint; end: bigint },
+): { span: OtlpSpan; resource: AttrMap } {
   const attributes: AttrMap = {};
   const put = (map: AttrMap, key: string, val: Val | undefined) => {
     if (val && val.v !== undefined) map[key] = val.v;
@@ -720,11 +841,19 @@ function unmark(map: AttrMap): AttrMap {
  * In JSON, integral doubles are written as `doubleValue`, and with `jsonNumbers` the fuzzed span's 64-bit integers
  * as JSON numbers (the neighbour's stay strings).
  */
-export function encodeRequest(fuzzed: OtlpResourceSpans, neighbour: OtlpResourceSpans, encoding: 'protobuf' | 'json', jsonNumbers: boolean): Buffer {
+export function encodeRequest(
+  fuzzed: OtlpResourceSpans,
+  neighbour: OtlpResourceSpans,
+  encoding: 'protobuf' | 'json',
+  jsonNumbers: boolean,
+): Buffer {
   if (encoding === 'protobuf') {
     const plain: OtlpResourceSpans = {
       resource: unmark(fuzzed.resource),
-      scopeSpans: fuzzed.scopeSpans.map((ss) => ({ scope: ss.scope, spans: ss.spans.map((s) => ({ ...s, attributes: unmark(s.attributes) })) })),
+      scopeSpans: fuzzed.scopeSpans.map((ss) => ({
+        scope: ss.scope,
+        spans: ss.spans.map((s) => ({ ...s, attributes: unmark(s.attributes) })),
+      })),
     };
     return Buffer.from(encodeOtlpProtobuf({ resourceSpans: [plain, neighbour] }));
   }
@@ -736,6 +865,9 @@ export function encodeRequest(fuzzed: OtlpResourceSpans, neighbour: OtlpResource
   };
   const marker = JSON.stringify(DOUBLE_MARKER).slice(1, -1);
   let text = item(fuzzed).replace(new RegExp(`\\{"stringValue":"${escapeRe(marker)}(\\d+)"\\}`, 'g'), '{"doubleValue":$1}');
-  if (jsonNumbers) text = text.replace(/"(startTimeUnixNano|endTimeUnixNano)":"(\d+)"/g, '"$1":$2').replace(/\{"intValue":"(-?\d+)"\}/g, '{"intValue":$1}');
+  if (jsonNumbers)
+    text = text
+      .replace(/"(startTimeUnixNano|endTimeUnixNano)":"(\d+)"/g, '"$1":$2')
+      .replace(/\{"intValue":"(-?\d+)"\}/g, '{"intValue":$1}');
   return Buffer.from(`${prefix}${text},${item(neighbour)}]}`);
 }

@@ -14,13 +14,23 @@ export const quietLog = createLogger('test', process.env.HOLDSCOPE_TEST_LOG ?? '
 export const randomDatabase = (prefix = 'hs') => `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 
 /** A collector and a pipeline on a fresh topic and database, over the given Kafka and ClickHouse. */
-export async function startStack(mock: KafkaMock, client: ClickHouseClient, over: { partitions?: number; topic?: string; database?: string } = {}) {
+export async function startStack(
+  mock: KafkaMock,
+  client: ClickHouseClient,
+  over: { partitions?: number; topic?: string; database?: string } = {},
+) {
   const topic = over.topic ?? randomTopic('spans');
   const database = over.database ?? randomDatabase();
   await mock.createTopic(topic, over.partitions ?? 6).catch(() => undefined);
   await migrate(client, { database, retentionDays: 30 });
   const collector = new Collector(
-    collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic, deadLetterTopic: `${topic}-dlq` }),
+    collectorConfigSchema.parse({
+      port: 0,
+      host: '127.0.0.1',
+      kafkaBrokers: mock.brokers.join(','),
+      topic,
+      deadLetterTopic: `${topic}-dlq`,
+    }),
     { log: quietLog },
   );
   const port = await collector.start();
@@ -55,7 +65,10 @@ export async function waitForSpans(client: ClickHouseClient, database: string, e
   const deadline = Date.now() + timeoutMs;
   let have = -1;
   while (Date.now() < deadline) {
-    const result = await client.query({ query: `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`, format: 'JSONEachRow' });
+    const result = await client.query({
+      query: `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`,
+      format: 'JSONEachRow',
+    });
     have = Number(((await result.json()) as { n: number }[])[0]?.n ?? 0);
     if (have >= expected) return;
     await sleep(250);
@@ -137,9 +150,15 @@ export async function assertReadApiMatchesTruth(apiUrl: string, truth: Lifecycle
     );
     // Their progress through the named query, the list as text (how a script or the bench's poller asks): the same
     // lifecycles, in the same order, with the same times and resolution as the records.
-    const progress = await fetch(`${apiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText([...chunk, "no-such-'request"]))}`);
+    const progress = await fetch(
+      `${apiUrl}/api/queries/lifecycle_progress_by_requests?request_ids=${encodeURIComponent(formatStringListText([...chunk, "no-such-'request"]))}`,
+    );
     assert.equal(progress.status, 200, `progress lookup from ${chunk[0]}`);
     const pick = (l: Record<string, unknown>) => [l.cluster, l.request_id, l.generation, l.first_seen, l.last_seen, l.resolution];
-    assert.deepEqual(((await progress.json()) as { rows: Record<string, unknown>[] }).rows.map(pick), body.lifecycles.map(pick), `progress lookup from ${chunk[0]}`);
+    assert.deepEqual(
+      ((await progress.json()) as { rows: Record<string, unknown>[] }).rows.map(pick),
+      body.lifecycles.map(pick),
+      `progress lookup from ${chunk[0]}`,
+    );
   }
 }

@@ -25,7 +25,13 @@ import { actualRecord, assertReadApiMatchesTruth, expectedRecord, quietLog } fro
  * starts an hour ago, well inside the tables' retention. Rounds that must not collide need distinct `idPrefix`es:
  * trace ids derive from the request id.
  */
-export async function simulate(endpoint: string, scenario: ScenarioName, seed: number, requests: number, idPrefix: string): Promise<SimulationSummary & { startTimeMs: number }> {
+export async function simulate(
+  endpoint: string,
+  scenario: ScenarioName,
+  seed: number,
+  requests: number,
+  idPrefix: string,
+): Promise<SimulationSummary & { startTimeMs: number }> {
   const { config } = buildScenario(scenario, seed);
   config.requests = requests;
   config.idPrefix = idPrefix;
@@ -49,13 +55,20 @@ export const nothingProduced = (): Produced => ({ spans: 0, truth: [], holds: []
 export function add(total: Produced, summary: { spansEmitted: number; truth: LifecycleTruth[]; startTimeMs: number }): void {
   total.spans += summary.spansEmitted;
   total.truth.push(...summary.truth);
-  for (const t of summary.truth) if (t.hold_start_ms !== null) total.holds.push({ startMs: summary.startTimeMs + t.hold_start_ms, resolution: t.resolution });
+  for (const t of summary.truth)
+    if (t.hold_start_ms !== null) total.holds.push({ startMs: summary.startTimeMs + t.hold_start_ms, resolution: t.resolution });
 }
 
 /** An in-process collector on a free port producing to `topic` (rejects to `${topic}-dlq`). */
 export async function startCollector(mock: KafkaMock, topic: string): Promise<{ url: string; collector: Collector }> {
   const collector = new Collector(
-    collectorConfigSchema.parse({ port: 0, host: '127.0.0.1', kafkaBrokers: mock.brokers.join(','), topic, deadLetterTopic: `${topic}-dlq` }),
+    collectorConfigSchema.parse({
+      port: 0,
+      host: '127.0.0.1',
+      kafkaBrokers: mock.brokers.join(','),
+      topic,
+      deadLetterTopic: `${topic}-dlq`,
+    }),
     { log: quietLog },
   );
   const port = await collector.start();
@@ -101,7 +114,11 @@ export async function assertAllRecordsMatchTruth(client: ClickHouseClient, datab
   assert.deepEqual(missing, [], `${missing.length} of ${truth.length} lifecycles have no record`);
   if (wrong.length > 0) {
     const first = wrong[0] as (typeof wrong)[number];
-    assert.deepEqual(first.actual, first.expected, `${wrong.length} of ${truth.length} records differ from the truth; the first: ${first.key}`);
+    assert.deepEqual(
+      first.actual,
+      first.expected,
+      `${wrong.length} of ${truth.length} records differ from the truth; the first: ${first.key}`,
+    );
   }
 }
 
@@ -118,14 +135,20 @@ export async function assertHoldMinutesMatchTruth(client: ClickHouseClient, data
     format: 'JSONEachRow',
     clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
   });
-  const stored = ((await result.json()) as { minute_ms: number; resolution: string; holds: number }[]).map((r) => `${r.minute_ms} ${r.resolution} ${r.holds}`);
+  const stored = ((await result.json()) as { minute_ms: number; resolution: string; holds: number }[]).map(
+    (r) => `${r.minute_ms} ${r.resolution} ${r.holds}`,
+  );
   const expected = new Map<string, number>();
   for (const h of holds) {
     // In whole microseconds, as the spans carry them: a float sum could put a hold at a minute's edge in the other.
     const key = `${Math.floor(Math.round(h.startMs * 1000) / 60_000_000) * 60_000} ${h.resolution}`;
     expected.set(key, (expected.get(key) ?? 0) + 1);
   }
-  assert.deepEqual(stored.sort(), [...expected].map(([key, count]) => `${key} ${count}`).sort(), 'holds per minute and resolution in hold_minutes = the truth');
+  assert.deepEqual(
+    stored.sort(),
+    [...expected].map(([key, count]) => `${key} ${count}`).sort(),
+    'holds per minute and resolution in hold_minutes = the truth',
+  );
 }
 
 /**
@@ -133,14 +156,22 @@ export async function assertHoldMinutesMatchTruth(client: ClickHouseClient, data
  * API (over its own client of the server) serves them: for every lifecycle, or for a sample when there are many
  * (one HTTP request per request id costs about 0.1 s of the server's time on 2 cores).
  */
-export async function assertStoredEqualsTruth(t: TestContext, server: ClickHouseServer, database: string, produced: Produced, readApi: 'all' | number): Promise<void> {
+export async function assertStoredEqualsTruth(
+  t: TestContext,
+  server: ClickHouseServer,
+  database: string,
+  produced: Produced,
+  readApi: 'all' | number,
+): Promise<void> {
   const client = clickhouseClient(server.url);
   const api = await startHttpServer({ port: 0, host: '127.0.0.1', client: clickhouseClient(server.url), database, log: quietLog });
   try {
     const distinct = await distinctSpans(client, database);
     const raw = await queryNumber(client, `SELECT count() AS n FROM ${database}.spans`);
     const lifecycles = await queryNumber(client, `SELECT count() AS n FROM ${database}.lifecycles`);
-    t.diagnostic(`${produced.spans} spans emitted; ${distinct} distinct stored (${raw} rows in the table); ${lifecycles} lifecycles, truth ${produced.truth.length}`);
+    t.diagnostic(
+      `${produced.spans} spans emitted; ${distinct} distinct stored (${raw} rows in the table); ${lifecycles} lifecycles, truth ${produced.truth.length}`,
+    );
     assert.equal(distinct, produced.spans, 'distinct spans stored = spans emitted');
     assert.equal(lifecycles, produced.truth.length, 'lifecycle records = true lifecycles');
     await assertAllRecordsMatchTruth(client, database, produced.truth);
@@ -170,7 +201,9 @@ export async function partitionsBehind(mock: KafkaMock, groupId: string, topic: 
     const ends = await admin.fetchTopicOffsets(topic);
     const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
     const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset]));
-    return ends.filter((e) => at.get(e.partition) !== e.high).map((e) => `partition ${e.partition}: committed ${at.get(e.partition)}, end ${e.high}`);
+    return ends
+      .filter((e) => at.get(e.partition) !== e.high)
+      .map((e) => `partition ${e.partition}: committed ${at.get(e.partition)}, end ${e.high}`);
   } finally {
     await admin.disconnect();
   }
@@ -197,7 +230,12 @@ export function stopwatch(t: TestContext): (step: string) => void {
  * Polls `condition` every 100 ms until it holds; fails after `timeoutMs` with `context()` (say, a process's
  * stderr). Tests wait this way rather than sleep a fixed time: a shared 2-core machine is slow by moments.
  */
-export async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs: number, context: () => string = () => ''): Promise<void> {
+export async function waitFor(
+  what: string,
+  condition: () => Promise<boolean>,
+  timeoutMs: number,
+  context: () => string = () => '',
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) assert.fail(`${what}: not within ${timeoutMs} ms\n${context()}`);

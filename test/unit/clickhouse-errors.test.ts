@@ -4,7 +4,8 @@ import { parseError } from '@clickhouse/client';
 import { classifyClickHouseError, clickHouseFailureKind, ConfigError, serverErrorOf } from '../../common/index.ts';
 
 /** An error as @clickhouse/client makes it from a server's answer. */
-const answer = (code: number, name: string) => parseError(`Code: ${code}. DB::Exception: something about it. (${name}) (version 26.7.2.1 (official build))`);
+const answer = (code: number, name: string) =>
+  parseError(`Code: ${code}. DB::Exception: something about it. (${name}) (version 26.7.2.1 (official build))`);
 
 describe('ClickHouse failures by code', () => {
   it('tells transient, setup and content failures apart by code, whatever the message says', () => {

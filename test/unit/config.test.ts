@@ -47,7 +47,9 @@ describe('configuration declared once', () => {
       (error: Error) =>
         error instanceof ConfigError &&
         /--port \(HOLDSCOPE_OTLP_PORT\): expected a port number 0-65535, got "70000"/.test(error.message) &&
-        /--auth-token \(HOLDSCOPE_COLLECTOR_TOKEN\): expected a token of at least 16 characters, got a value not shown/.test(error.message) &&
+        /--auth-token \(HOLDSCOPE_COLLECTOR_TOKEN\): expected a token of at least 16 characters, got a value not shown/.test(
+          error.message,
+        ) &&
         !error.message.includes('short-secret'),
     );
   });
@@ -56,7 +58,10 @@ describe('configuration declared once', () => {
     const env = { HOLDSCOPE_COLLECTOR_TOKEN: 'collector-token-0123456789', HOLDSCOPE_HTTP_TOKEN: 'http-token-0123456789' };
     const start = loadConfig(startConfigSchema, {}, env);
     assert.equal(start.otlpHost, '127.0.0.1');
-    assert.equal(loadConfig(collectorConfigSchema, { port: start.otlpPort, host: start.otlpHost }, env).authToken, env.HOLDSCOPE_COLLECTOR_TOKEN);
+    assert.equal(
+      loadConfig(collectorConfigSchema, { port: start.otlpPort, host: start.otlpHost }, env).authToken,
+      env.HOLDSCOPE_COLLECTOR_TOKEN,
+    );
     assert.equal(loadConfig(httpServerConfigSchema, { httpPort: start.httpPort }, env).httpToken, env.HOLDSCOPE_HTTP_TOKEN);
     assert.equal(loadConfig(simulateSchema, {}, env).token, env.HOLDSCOPE_COLLECTOR_TOKEN, 'simulated engines send it');
   });

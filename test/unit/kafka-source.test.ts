@@ -22,13 +22,25 @@ const require = createRequire(import.meta.url);
 type ErrorClass = new (e: unknown, options?: unknown) => Error;
 const kafkajsErrors = require('kafkajs/src/errors') as Record<string, ErrorClass> & { isRebalancing: (e: unknown) => boolean };
 const { createErrorFromCode } = require('kafkajs/src/protocol/error') as { createErrorFromCode: (code: number) => unknown };
-const { KafkaJSProtocolError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded, KafkaJSConnectionError } = kafkajsErrors as Record<string, ErrorClass>;
+const { KafkaJSProtocolError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded, KafkaJSConnectionError } = kafkajsErrors as Record<
+  string,
+  ErrorClass
+>;
 
-const CODES = { REBALANCE_IN_PROGRESS: 27, ILLEGAL_GENERATION: 22, UNKNOWN_MEMBER_ID: 25, NOT_COORDINATOR_FOR_GROUP: 16, GROUP_COORDINATOR_NOT_AVAILABLE: 15, OFFSET_METADATA_TOO_LARGE: 12 };
+const CODES = {
+  REBALANCE_IN_PROGRESS: 27,
+  ILLEGAL_GENERATION: 22,
+  UNKNOWN_MEMBER_ID: 25,
+  NOT_COORDINATOR_FOR_GROUP: 16,
+  GROUP_COORDINATOR_NOT_AVAILABLE: 15,
+  OFFSET_METADATA_TOO_LARGE: 12,
+};
 const protocolError = (code: number): Error => new (KafkaJSProtocolError as ErrorClass)(createErrorFromCode(code));
 /** What consumer.commitOffsets rejects with when the group refuses a commit: kafkajs's retrier wraps the protocol error. */
 const asCommitFailure = (error: Error & { retriable?: boolean }): Error =>
-  error.retriable ? new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(error, { retryCount: 5, retryTime: 1000 }) : new (KafkaJSNonRetriableError as ErrorClass)(error, { cause: error });
+  error.retriable
+    ? new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(error, { retryCount: 5, retryTime: 1000 })
+    : new (KafkaJSNonRetriableError as ErrorClass)(error, { cause: error });
 
 const log = createLogger('test', 'silent');
 const tick = () => new Promise((resolve) => setImmediate(resolve));
@@ -91,12 +103,17 @@ function scriptedWriter() {
   const writes: { rows: number; ack: () => void; refuse: () => void }[] = [];
   const writer = {
     write: (rows: EncodedRows) =>
-      new Promise<void>((resolve, reject) => writes.push({ rows: rows.rows, ack: resolve, refuse: () => reject(new Error('writer stopped')) })),
+      new Promise<void>((resolve, reject) =>
+        writes.push({ rows: rows.rows, ack: resolve, refuse: () => reject(new Error('writer stopped')) }),
+      ),
   } as unknown as SpanWriter;
   return { writer, writes };
 }
 
-function setup(prepare: (consumer: FakeConsumer, index: number) => void = () => undefined, options: { maxInFlightBytes?: number; heartbeatIntervalMs?: number } = {}) {
+function setup(
+  prepare: (consumer: FakeConsumer, index: number) => void = () => undefined,
+  options: { maxInFlightBytes?: number; heartbeatIntervalMs?: number } = {},
+) {
   const consumers: FakeConsumer[] = [];
   const kafka = {
     consumer: (config: ConsumerConfig) => {
@@ -127,22 +144,33 @@ function setup(prepare: (consumer: FakeConsumer, index: number) => void = () => 
 }
 
 const counter = async (metrics: PipelineMetrics, name: keyof PipelineMetrics, labels: Record<string, string> = {}) => {
-  const values = (await (metrics[name] as { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> }).get()).values;
+  const values = (await (metrics[name] as { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> }).get())
+    .values;
   return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((sum, v) => sum + v.value, 0);
 };
 
 /** A message holding one valid pd.hold span: rows to write. (A null value is an undecodable message: no rows.) */
-const spanMessage = (): Buffer => Buffer.from(encodeOtlpProtobuf(holdRequest([holdSpan('r-1', '00f067aa0ba902b7', '4bf92f3577b34da6a3ce929d0e0e4736', nowNs())])));
+const spanMessage = (): Buffer =>
+  Buffer.from(encodeOtlpProtobuf(holdRequest([holdSpan('r-1', '00f067aa0ba902b7', '4bf92f3577b34da6a3ce929d0e0e4736', nowNs())])));
 
 /**
  * Starts the source's eachBatch on a one-message batch at `offset` of `partition`: what it resolved so far, how it
  * ended once it did, and the heartbeats it sent.
  */
-function startBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer>; heartbeat?: () => Promise<void> } = {}) {
+function startBatch(
+  consumer: FakeConsumer,
+  offset = '41',
+  options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer>; heartbeat?: () => Promise<void> } = {},
+) {
   const resolved: string[] = [];
   let heartbeats = 0;
   const payload = {
-    batch: { topic: 't', partition: options.partition ?? 3, messages: [{ value: options.value ?? null, offset, headers: options.headers }], lastOffset: () => offset },
+    batch: {
+      topic: 't',
+      partition: options.partition ?? 3,
+      messages: [{ value: options.value ?? null, offset, headers: options.headers }],
+      lastOffset: () => offset,
+    },
     heartbeat: () => {
       heartbeats++;
       return options.heartbeat?.() ?? Promise.resolve();
@@ -161,13 +189,20 @@ function startBatch(consumer: FakeConsumer, offset = '41', options: { partition?
 }
 
 /** Runs eachBatch to its end (which, unless it waits for room, does not wait for ClickHouse). */
-async function runBatch(consumer: FakeConsumer, offset = '41', options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer> } = {}) {
+async function runBatch(
+  consumer: FakeConsumer,
+  offset = '41',
+  options: { partition?: number; value?: Buffer | null; headers?: Record<string, Buffer> } = {},
+) {
   const started = startBatch(consumer, offset, options);
   return { resolved: started.resolved, outcome: await started.outcome };
 }
 
 /** A started source whose consumer ran these batches (offset, partition), each handed to the writer. */
-async function startWithBatches(batches: readonly (readonly [string, number])[], prepare: (consumer: FakeConsumer) => void = () => undefined) {
+async function startWithBatches(
+  batches: readonly (readonly [string, number])[],
+  prepare: (consumer: FakeConsumer) => void = () => undefined,
+) {
   const context = setup();
   await context.source.start();
   const consumer = context.consumers[0] as FakeConsumer;
@@ -211,12 +246,15 @@ describe('commitRefusal: which failed commits are the group refusing them', () =
   });
 });
 
-describe('crashReason: the restart counter\'s label', () => {
-  it('is the protocol error type under the wrappers, else the innermost error\'s name', () => {
+describe("crashReason: the restart counter's label", () => {
+  it("is the protocol error type under the wrappers, else the innermost error's name", () => {
     const invalid = protocolError(42);
     assert.equal(crashReason(new (KafkaJSNonRetriableError as ErrorClass)(invalid, { cause: invalid })), 'INVALID_REQUEST');
     const connection = new (KafkaJSConnectionError as ErrorClass)('Connection error');
-    assert.equal(crashReason(new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(connection, { retryCount: 5, retryTime: 1 })), 'KafkaJSConnectionError');
+    assert.equal(
+      crashReason(new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(connection, { retryCount: 5, retryTime: 1 })),
+      'KafkaJSConnectionError',
+    );
     assert.equal(crashReason(new TypeError('x')), 'TypeError');
     assert.equal(crashReason(undefined), 'unknown');
   });
@@ -255,7 +293,10 @@ describe('KafkaSource', () => {
     await source.start();
     const consumer = consumers[0] as FakeConsumer;
     const header = (value: string) => Buffer.from(value);
-    await runBatch(consumer, '41', { value: spanMessage(), headers: { 'content-type': header('application/x-protobuf'), 'holdscope-encoding': header('otlp_proto') } });
+    await runBatch(consumer, '41', {
+      value: spanMessage(),
+      headers: { 'content-type': header('application/x-protobuf'), 'holdscope-encoding': header('otlp_proto') },
+    });
     // The same protobuf value declared JSON: undecodable as declared, never decoded by a guess.
     await runBatch(consumer, '42', { value: spanMessage(), headers: { 'content-type': header('application/json') } });
     assert.deepEqual(
@@ -268,7 +309,12 @@ describe('KafkaSource', () => {
   });
 
   it('acknowledgements out of order across batches of one partition never commit past an unacknowledged batch', async () => {
-    const { source, consumer, writes } = await startWithBatches([['10', 3], ['20', 3], ['30', 3], ['5', 4]]);
+    const { source, consumer, writes } = await startWithBatches([
+      ['10', 3],
+      ['20', 3],
+      ['30', 3],
+      ['5', 4],
+    ]);
     const [p3at10, p3at20, p3at30, p4at5] = writes;
     p3at30?.ack();
     await settle();
@@ -287,9 +333,17 @@ describe('KafkaSource', () => {
 
   it('one commit at a time: the next carries the latest stored offset of every partition', async () => {
     const slowCommit = gate();
-    const { source, consumer, metrics, writes } = await startWithBatches([['10', 3], ['20', 3], ['30', 3], ['5', 4]], (c) => {
-      c.commit = () => slowCommit.opened;
-    });
+    const { source, consumer, metrics, writes } = await startWithBatches(
+      [
+        ['10', 3],
+        ['20', 3],
+        ['30', 3],
+        ['5', 4],
+      ],
+      (c) => {
+        c.commit = () => slowCommit.opened;
+      },
+    );
     writes[0]?.ack();
     await settle();
     assert.deepEqual(consumer.committed, [[{ topic: 't', partition: 3, offset: '11' }]]);
@@ -307,7 +361,11 @@ describe('KafkaSource', () => {
   });
 
   it('a write refused (the writer stopped) keeps its offset and every later one of its partition uncommitted', async () => {
-    const { source, consumer, writes } = await startWithBatches([['10', 3], ['20', 3], ['5', 4]]);
+    const { source, consumer, writes } = await startWithBatches([
+      ['10', 3],
+      ['20', 3],
+      ['5', 4],
+    ]);
     writes[0]?.refuse();
     writes[1]?.ack();
     writes[2]?.ack();
@@ -403,7 +461,10 @@ describe('KafkaSource', () => {
   });
 
   it('a commit refused while the coordinator moves, or failed otherwise, is counted or logged, and the next commit carries its offsets', async () => {
-    const connection = new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(new (KafkaJSConnectionError as ErrorClass)('Connection error'), { retryCount: 5, retryTime: 1 });
+    const connection = new (KafkaJSNumberOfRetriesExceeded as ErrorClass)(new (KafkaJSConnectionError as ErrorClass)('Connection error'), {
+      retryCount: 5,
+      retryTime: 1,
+    });
     for (const failure of [asCommitFailure(protocolError(CODES.GROUP_COORDINATOR_NOT_AVAILABLE)), connection]) {
       const { source, consumers, metrics, writes } = setup();
       await source.start();
@@ -524,9 +585,19 @@ describe('pipeline configuration and stopping', () => {
     assert.equal(config.shutdownTimeoutMs, 30_000);
     assert.equal(config.partitionsConsumedConcurrently, 8);
     assert.equal(config.maxInFlightBytes, 24 * 2 ** 20);
-    assert.equal(loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', rebalanceTimeoutMs: '12000', shutdownTimeoutMs: '5000' }, {}).rebalanceTimeoutMs, 12_000);
-    assert.throws(() => loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', shutdownTimeoutMs: '-1' }, {}), (error: Error) => error instanceof ConfigError && /--shutdown-timeout-ms/.test(error.message));
-    assert.throws(() => loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', rebalanceTimeoutMs: 'soon' }, {}), (error: Error) => error instanceof ConfigError && /--rebalance-timeout-ms/.test(error.message));
+    assert.equal(
+      loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', rebalanceTimeoutMs: '12000', shutdownTimeoutMs: '5000' }, {})
+        .rebalanceTimeoutMs,
+      12_000,
+    );
+    assert.throws(
+      () => loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', shutdownTimeoutMs: '-1' }, {}),
+      (error: Error) => error instanceof ConfigError && /--shutdown-timeout-ms/.test(error.message),
+    );
+    assert.throws(
+      () => loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', rebalanceTimeoutMs: 'soon' }, {}),
+      (error: Error) => error instanceof ConfigError && /--rebalance-timeout-ms/.test(error.message),
+    );
   });
 
   it('stopWithin gives up at the deadline and says what the stop still waited for', async () => {

@@ -6,7 +6,12 @@ import { pipelineConfigSchema } from '../../pipeline/index.ts';
 describe('pipeline configuration', () => {
   it('names each flag below its minimum with the minimum and the value given', () => {
     assert.throws(
-      () => loadConfig(pipelineConfigSchema, { kafkaBrokers: 'k:9092', maxInFlightBytes: '10', maxBatchRows: '0', maxBytesPerPartition: '-1' }, {}),
+      () =>
+        loadConfig(
+          pipelineConfigSchema,
+          { kafkaBrokers: 'k:9092', maxInFlightBytes: '10', maxBatchRows: '0', maxBytesPerPartition: '-1' },
+          {},
+        ),
       (error: Error) => {
         assert.match(error.message, /--max-in-flight-bytes.*expected an integer >= 1024, got "10"/);
         assert.match(error.message, /--max-batch-rows.*expected an integer >= 1, got "0"/);

@@ -6,23 +6,40 @@ import { bindParams, getQuery, listQueries, parseQueryFile } from '../../queries
 describe('named queries', () => {
   it('every .sql file has a header naming its purpose and declaring every parameter it uses', () => {
     const names = [...listQueries().keys()];
-    for (const expected of ['lifecycles_by_request', 'flags_lifecycle', 'late_write_victims', 'hold_resolution_groups', 'transfer_tails', 'kv_pinned', 'request_timeline', 'resolution_mix', 'longest_holds', 'stale_acks_by_engine']) {
+    for (const expected of [
+      'lifecycles_by_request',
+      'flags_lifecycle',
+      'late_write_victims',
+      'hold_resolution_groups',
+      'transfer_tails',
+      'kv_pinned',
+      'request_timeline',
+      'resolution_mix',
+      'longest_holds',
+      'stale_acks_by_engine',
+    ]) {
       assert.ok(names.includes(expected), expected);
     }
     for (const q of listQueries().values()) assert.ok(q.purpose.length > 20 && q.columns.length > 0, q.name);
   });
 
   it('refuses a query file that declares a parameter the runner or the read API owns', () => {
-    const file = (param: string) => `-- name: q\n-- purpose: a query to test its header\n-- param ${param} UInt32 = 1: a value\nSELECT {${param}:UInt32}\n`;
+    const file = (param: string) =>
+      `-- name: q\n-- purpose: a query to test its header\n-- param ${param} UInt32 = 1: a value\nSELECT {${param}:UInt32}\n`;
     assert.equal(parseQueryFile(file('rows_wanted'), 'q.sql').params[0]?.name, 'rows_wanted');
-    for (const reserved of ['db', 'max_rows', 'holdscope_row_cap']) assert.throws(() => parseQueryFile(file(reserved), 'q.sql'), new RegExp(`q.sql: parameter ${reserved} is reserved`));
+    for (const reserved of ['db', 'max_rows', 'holdscope_row_cap'])
+      assert.throws(() => parseQueryFile(file(reserved), 'q.sql'), new RegExp(`q.sql: parameter ${reserved} is reserved`));
   });
 
   it('refuses a composite parameter type other than Array(String), which text could not reach a server as', () => {
-    const file = (type: string) => `-- name: q\n-- purpose: a query to test its header\n-- param ids ${type}: values\nSELECT {ids:${type}}\n`;
+    const file = (type: string) =>
+      `-- name: q\n-- purpose: a query to test its header\n-- param ids ${type}: values\nSELECT {ids:${type}}\n`;
     assert.equal(parseQueryFile(file('Array(String)'), 'q.sql').params[0]?.type, 'Array(String)');
     for (const type of ['Array(UInt32)', 'Tuple(String, String)', 'Map(String, String)']) {
-      assert.throws(() => parseQueryFile(file(type), 'q.sql'), new RegExp(`q.sql: parameter ids has type ${type.replace(/[()]/g, '\\$&')}; of the composite types only Array\\(String\\)`));
+      assert.throws(
+        () => parseQueryFile(file(type), 'q.sql'),
+        new RegExp(`q.sql: parameter ids has type ${type.replace(/[()]/g, '\\$&')}; of the composite types only Array\\(String\\)`),
+      );
     }
   });
 
@@ -31,7 +48,10 @@ describe('named queries', () => {
     const q = getQuery('longest_holds');
     assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z' }), /needs parameter to/);
     assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: 'yesterday' }), /to: expected an ISO 8601 time/);
-    assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z', limit: '1; DROP' }), /limit: expected an integer/);
+    assert.throws(
+      () => bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z', limit: '1; DROP' }),
+      /limit: expected an integer/,
+    );
     assert.throws(() => bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z', bogus: '1' }), /no parameter "bogus"/);
     assert.deepEqual(bindParams(q, { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00.5Z' }), {
       from: '2026-01-01 00:00:00.000',
@@ -64,7 +84,10 @@ describe('flag thresholds from HOLDSCOPE_FLAG_THRESHOLDS', () => {
     assert.equal(loadFlagThresholds({}).timeoutHeavyShare, 0.05);
     assert.equal(loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavyShare":0.1}' }).timeoutHeavyShare, 0.1);
     assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavy":0.1}' }), /unknown key\(s\) timeoutHeavy/);
-    assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavyShare":2}' }), /HOLDSCOPE_FLAG_THRESHOLDS\.timeoutHeavyShare/);
+    assert.throws(
+      () => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: '{"timeoutHeavyShare":2}' }),
+      /HOLDSCOPE_FLAG_THRESHOLDS\.timeoutHeavyShare/,
+    );
     assert.throws(() => loadFlagThresholds({ HOLDSCOPE_FLAG_THRESHOLDS: 'nope' }), /expected a JSON object/);
   });
 });

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildScenario, ClusterModel, formatTruth, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth, type ScenarioName } from '../../emitter/index.ts';
+import {
+  buildScenario,
+  ClusterModel,
+  formatTruth,
+  LifecycleFlag,
+  SCENARIO_NAMES,
+  type LifecycleTruth,
+  type ScenarioName,
+} from '../../emitter/index.ts';
 import { recordingSink, type RecordedSpan } from '../support/recording-sink.ts';
 
 function simulate(name: ScenarioName, seed: number, requests?: number): { truth: LifecycleTruth[]; spans: RecordedSpan[] } {
@@ -37,23 +45,36 @@ describe('scenario statistics', () => {
     const { truth } = simulate('steady', 3);
     const holds = held(truth);
     assert.ok(holds.length >= 20, `expected aborts to produce holds, got ${holds.length}`);
-    assert.equal(count(holds, (t) => t.resolution === 'drained'), holds.length);
-    assert.deepEqual(truth.flatMap((t) => t.flags), []);
+    assert.equal(
+      count(holds, (t) => t.resolution === 'drained'),
+      holds.length,
+    );
+    assert.deepEqual(
+      truth.flatMap((t) => t.flags),
+      [],
+    );
   });
 
   it('no-ack-backend: every abort resolves by timeout and no rank ever drains', () => {
     const { truth, spans } = simulate('no-ack-backend', 4);
     const holds = held(truth);
     assert.ok(holds.length >= 50);
-    assert.equal(count(holds, (t) => t.resolution === 'timeout'), holds.length);
-    assert.equal(count(spans, (s) => s.method === 'drained' || s.method === 'ackReceived'), 0);
+    assert.equal(
+      count(holds, (t) => t.resolution === 'timeout'),
+      holds.length,
+    );
+    assert.equal(
+      count(spans, (s) => s.method === 'drained' || s.method === 'ackReceived'),
+      0,
+    );
     for (const t of holds) assert.equal(t.hold_ms, 30_000);
   });
 
   it('abort-storm: some one-second window has at least 3x the median abort rate', () => {
     const { spans } = simulate('abort-storm', 6);
     const perSecond = new Map<number, number>();
-    for (const s of spans) if (s.method === 'cancelled') perSecond.set(Math.floor(s.startUs / 1e6), (perSecond.get(Math.floor(s.startUs / 1e6)) ?? 0) + 1);
+    for (const s of spans)
+      if (s.method === 'cancelled') perSecond.set(Math.floor(s.startUs / 1e6), (perSecond.get(Math.floor(s.startUs / 1e6)) ?? 0) + 1);
     const rates = [...perSecond.values()].sort((x, y) => x - y);
     const median = rates[Math.floor(rates.length / 2)] as number;
     const peak = rates[rates.length - 1] as number;

@@ -49,30 +49,52 @@ describe('abort storms (one definition for the detection, the chart and the gaug
       assert.deepEqual(sparse, denseReference(windows, first, first + 2000 * STORM_WINDOW_MS, RULE), `seed ${seed}`);
       assert.ok(sparse.some((w) => w.storm) && sparse.some((w) => !w.storm), `seed ${seed} has storms and calm`);
       const at = first + 1500 * STORM_WINDOW_MS;
-      assert.equal(trailingMedianAborts(windows, at, first, RULE.trailingWindows), denseReference([...windows, { t: at, aborts: 0 }], first, at, RULE).at(-1)?.baseline);
+      assert.equal(
+        trailingMedianAborts(windows, at, first, RULE.trailingWindows),
+        denseReference([...windows, { t: at, aborts: 0 }], first, at, RULE).at(-1)?.baseline,
+      );
     }
   });
 
   it('costs the rows, not the range: two centuries with a handful of windows', () => {
     const first = firstStormWindow(Date.UTC(1926, 0, 1));
-    const windows = [{ t: Date.UTC(2026, 0, 1), aborts: 9 }, { t: Date.UTC(2026, 0, 1) + STORM_WINDOW_MS, aborts: 2 }];
+    const windows = [
+      { t: Date.UTC(2026, 0, 1), aborts: 9 },
+      { t: Date.UTC(2026, 0, 1) + STORM_WINDOW_MS, aborts: 2 },
+    ];
     const started = performance.now();
     const result = stormWindows(windows, first, RULE);
     assert.ok(performance.now() - started < 50, 'no per-window work over 6 billion seconds');
     // Thirty quiet windows before: a baseline of 0, so the first is a storm; the second has 9 before it among zeros.
-    assert.deepEqual(result.map((r) => [r.baseline, r.storm]), [[0, true], [0, false]]);
+    assert.deepEqual(
+      result.map((r) => [r.baseline, r.storm]),
+      [
+        [0, true],
+        [0, false],
+      ],
+    );
   });
 });
 
 describe('the KV chart', () => {
-  const row = (engine: string, t: number, aborts: number, pinned: number) => ({ cluster: 'default', decode_engine: engine, window_start: new Date(t).toISOString(), aborts, peak_pinned_slots: pinned, capacity_slots: 1000 });
+  const row = (engine: string, t: number, aborts: number, pinned: number) => ({
+    cluster: 'default',
+    decode_engine: engine,
+    window_start: new Date(t).toISOString(),
+    aborts,
+    peak_pinned_slots: pinned,
+    capacity_slots: 1000,
+  });
   type Point = { engine: string; t: number; t_end: number; pinned: number; aborts: number; storm: boolean };
   const pointsOf = (spec: object) => (spec as { data: { values: Point[] } }).data.values;
 
   it('draws every 10 s window of a short range, storms as the detection has them', () => {
     const first = Date.UTC(2026, 11, 1);
     const windows = sparseWindows(7, first, 600);
-    const spec = kvPinnedSpec(windows.map((w) => row('d0', w.t, w.aborts, w.aborts * 10)), { from: new Date(first).toISOString(), to: new Date(first + 6_000_000).toISOString() });
+    const spec = kvPinnedSpec(
+      windows.map((w) => row('d0', w.t, w.aborts, w.aborts * 10)),
+      { from: new Date(first).toISOString(), to: new Date(first + 6_000_000).toISOString() },
+    );
     const points = pointsOf(spec);
     assert.deepEqual(
       points.map((p) => [p.t, p.storm]),
@@ -90,7 +112,12 @@ describe('the KV chart', () => {
     }
     // One storm with a peak, in the middle of the week on d1.
     const stormAt = first + 3 * 86_400_000;
-    rows[rows.findIndex((r) => r.decode_engine === 'd1' && r.window_start === new Date(stormAt).toISOString())] = row('d1', stormAt, 50, 900);
+    rows[rows.findIndex((r) => r.decode_engine === 'd1' && r.window_start === new Date(stormAt).toISOString())] = row(
+      'd1',
+      stormAt,
+      50,
+      900,
+    );
     const started = performance.now();
     const points = pointsOf(kvPinnedSpec(rows, { from: new Date(first).toISOString(), to: new Date(first + week).toISOString() }));
     const took = performance.now() - started;
@@ -100,7 +127,10 @@ describe('the KV chart', () => {
     }
     const storms = points.filter((p) => p.storm);
     assert.equal(storms.length, 1);
-    assert.ok(storms[0]?.engine === 'd1' && storms[0].t <= stormAt && stormAt < storms[0].t_end && storms[0].pinned === 900, JSON.stringify(storms[0]));
+    assert.ok(
+      storms[0]?.engine === 'd1' && storms[0].t <= stormAt && stormAt < storms[0].t_end && storms[0].pinned === 900,
+      JSON.stringify(storms[0]),
+    );
     assert.ok(took < 2000, `${Math.round(took)} ms for 120,960 windows`);
   });
 });

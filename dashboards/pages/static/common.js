@@ -64,7 +64,8 @@ export async function getJson(path, params) {
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null && v !== false) node.setAttribute(k, String(v));
-  for (const c of children.flat()) if (c !== undefined && c !== null) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  for (const c of children.flat())
+    if (c !== undefined && c !== null) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return node;
 }
 
@@ -97,9 +98,13 @@ export function bindControls(state, onChange) {
   const w = windowOf(state);
   from.value = w.from.slice(0, 19);
   to.value = w.to.slice(0, 19);
-  if (![...refresh.options].some((o) => o.value === String(state.refresh))) refresh.append(el('option', { value: String(state.refresh) }, `${state.refresh} s`));
+  if (![...refresh.options].some((o) => o.value === String(state.refresh)))
+    refresh.append(el('option', { value: String(state.refresh) }, `${state.refresh} s`));
   refresh.value = String(state.refresh);
-  for (const [id, value] of [['cluster', state.cluster], ['engine', state.engine]]) {
+  for (const [id, value] of [
+    ['cluster', state.cluster],
+    ['engine', state.engine],
+  ]) {
     const select = document.getElementById(id);
     if (value && ![...select.options].some((o) => o.value === value)) select.append(el('option', { value }, value));
     select.value = value;
@@ -148,7 +153,25 @@ export function table(columns, rows, rowClass = () => '') {
   return el(
     'table',
     {},
-    el('thead', {}, el('tr', {}, columns.map((c) => el('th', {}, c.title)))),
-    el('tbody', {}, rows.map((r) => el('tr', { class: rowClass(r) || undefined }, columns.map((c) => el('td', { class: c.num ? 'num' : undefined }, c.value(r)))))),
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        columns.map((c) => el('th', {}, c.title)),
+      ),
+    ),
+    el(
+      'tbody',
+      {},
+      rows.map((r) =>
+        el(
+          'tr',
+          { class: rowClass(r) || undefined },
+          columns.map((c) => el('td', { class: c.num ? 'num' : undefined }, c.value(r))),
+        ),
+      ),
+    ),
   );
 }

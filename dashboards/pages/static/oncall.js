@@ -1,5 +1,18 @@
 /* global document, location */
-import { bindControls, el, embed, fillSelect, getJson, readState, requestHref, setStatus, stateQuery, table, url, windowOf } from './common.js';
+import {
+  bindControls,
+  el,
+  embed,
+  fillSelect,
+  getJson,
+  readState,
+  requestHref,
+  setStatus,
+  stateQuery,
+  table,
+  url,
+  windowOf,
+} from './common.js';
 
 const state = readState();
 const SEVERITY = { critical: 0, warning: 1, info: 2 };
@@ -14,7 +27,9 @@ const PER_KIND_VISIBLE = 5;
 
 function scopeText(flag) {
   if (flag.request_id !== undefined) return `cluster ${flag.cluster} · request ${flag.request_id} · generation ${flag.generation}`;
-  const scope = Object.entries(flag.scope ?? {}).filter(([k, v]) => v && k !== 'cluster').map(([k, v]) => `${k} ${v}`);
+  const scope = Object.entries(flag.scope ?? {})
+    .filter(([k, v]) => v && k !== 'cluster')
+    .map(([k, v]) => `${k} ${v}`);
   const numbers = [];
   if (flag.value !== undefined) numbers.push(`value ${flag.value}`);
   if (flag.threshold !== undefined) numbers.push(`threshold ${flag.threshold}`);
@@ -30,14 +45,25 @@ function flagItem(flag, window) {
     const ev = EVIDENCE[flag.kind];
     if (ev) {
       links.push(el('a', { class: 'evidence', href: ev.anchor }, `${ev.label} →`));
-      links.push(el('a', { class: 'evidence query', href: url(`/api/queries/${ev.query}`, { from: window.from, to: window.to, cluster: flag.cluster }) }, 'query'));
+      links.push(
+        el(
+          'a',
+          { class: 'evidence query', href: url(`/api/queries/${ev.query}`, { from: window.from, to: window.to, cluster: flag.cluster }) },
+          'query',
+        ),
+      );
     }
   }
   return el(
     'li',
     { class: `flag sev-${flag.severity}`, 'data-kind': flag.kind },
     el('span', { class: `badge sev-${flag.severity}` }, flag.severity),
-    el('div', { class: 'flag-body' }, el('p', { class: 'summary' }, flag.summary), el('p', { class: 'scope' }, scopeText(flag), ' ', ...links)),
+    el(
+      'div',
+      { class: 'flag-body' },
+      el('p', { class: 'summary' }, flag.summary),
+      el('p', { class: 'scope' }, scopeText(flag), ' ', ...links),
+    ),
   );
 }
 
@@ -61,7 +87,10 @@ function renderFlags(flags, totals, window) {
   for (const f of visible) groups.set(f.kind, [...(groups.get(f.kind) ?? []), f]);
   // Distribution flags (few, about a whole engine or pairing) first within a severity, then lifecycle kinds by count.
   const ordered = [...groups.entries()].sort(
-    ([, a], [, b]) => (SEVERITY[a[0].severity] ?? 9) - (SEVERITY[b[0].severity] ?? 9) || (a[0].request_id === undefined ? 0 : 1) - (b[0].request_id === undefined ? 0 : 1) || b.length - a.length,
+    ([, a], [, b]) =>
+      (SEVERITY[a[0].severity] ?? 9) - (SEVERITY[b[0].severity] ?? 9) ||
+      (a[0].request_id === undefined ? 0 : 1) - (b[0].request_id === undefined ? 0 : 1) ||
+      b.length - a.length,
   );
   box.replaceChildren(
     ...ordered.map(([kind, list]) => {
@@ -118,7 +147,12 @@ function renderPairing(rows) {
 async function chart(name, window) {
   const container = document.getElementById(`chart-${name}`);
   try {
-    const spec = await getJson(`/charts/${name}.json`, { from: window.from, to: window.to, cluster: state.cluster, decode_engine: state.engine });
+    const spec = await getJson(`/charts/${name}.json`, {
+      from: window.from,
+      to: window.to,
+      cluster: state.cluster,
+      decode_engine: state.engine,
+    });
     await embed(container, spec);
   } catch (error) {
     container.replaceChildren(el('p', { class: 'error' }, `chart failed: ${error.message}`));
@@ -131,12 +165,22 @@ async function load() {
   clearTimeout(timer);
   const window = windowOf(state);
   setStatus('loading…');
-  for (const a of document.querySelectorAll('a.svg-link')) a.setAttribute('href', url(`/charts/${a.dataset.chart}.svg`, { from: window.from, to: window.to, cluster: state.cluster, decode_engine: state.engine }));
+  for (const a of document.querySelectorAll('a.svg-link'))
+    a.setAttribute(
+      'href',
+      url(`/charts/${a.dataset.chart}.svg`, { from: window.from, to: window.to, cluster: state.cluster, decode_engine: state.engine }),
+    );
   const results = await Promise.allSettled([
     getJson('/api/flags', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => renderFlags(b.flags, b.totals, window)),
     getJson('/api/queries/hold_resolution_groups', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => {
-      fillSelect('cluster', b.rows.map((r) => r.cluster));
-      fillSelect('engine', b.rows.filter((r) => r.scope_kind === 'decode_engine').map((r) => r.decode_engine));
+      fillSelect(
+        'cluster',
+        b.rows.map((r) => r.cluster),
+      );
+      fillSelect(
+        'engine',
+        b.rows.filter((r) => r.scope_kind === 'decode_engine').map((r) => r.decode_engine),
+      );
       renderPairing(b.rows);
     }),
     chart('resolution', window),
@@ -145,7 +189,10 @@ async function load() {
   ]);
   const failed = results.filter((r) => r.status === 'rejected');
   if (failed.length) setStatus(`${failed.length} part(s) failed: ${failed[0].reason?.message ?? failed[0].reason}`, true);
-  else setStatus(`updated ${new Date().toISOString().slice(11, 19)} UTC · ${window.from.slice(0, 16).replace('T', ' ')} → ${window.to.slice(0, 16).replace('T', ' ')}`);
+  else
+    setStatus(
+      `updated ${new Date().toISOString().slice(11, 19)} UTC · ${window.from.slice(0, 16).replace('T', ' ')} → ${window.to.slice(0, 16).replace('T', ' ')}`,
+    );
   document.body.dataset.loaded = 'true';
   if (state.refresh > 0 && state.range !== 'custom') timer = setTimeout(load, state.refresh * 1000);
 }

@@ -58,7 +58,13 @@ function renderVictims(rows) {
             'ul',
             {},
             [...w.victims.values()].map((v) =>
-              el('li', { class: 'victim' }, 'victim ', el('a', { href: requestHref(v.request_id, w.cluster) }, v.request_id), ` generation ${v.generation}, pages ${compactRanges(v.pages)}`),
+              el(
+                'li',
+                { class: 'victim' },
+                'victim ',
+                el('a', { href: requestHref(v.request_id, w.cluster) }, v.request_id),
+                ` generation ${v.generation}, pages ${compactRanges(v.pages)}`,
+              ),
             ),
             w.free.length ? el('li', { class: 'free' }, `pages free when it landed: ${compactRanges(w.free)}`) : null,
           ),
@@ -79,12 +85,15 @@ async function load() {
       const victims = await getJson('/api/queries/late_write_victims', { from, to, cluster, request_id: requestId });
       renderVictims(victims.rows);
     }),
-    getJson('/charts/timeline.json', { request_id: requestId, cluster }).then((spec) => embed(document.getElementById('chart-timeline'), spec)),
+    getJson('/charts/timeline.json', { request_id: requestId, cluster }).then((spec) =>
+      embed(document.getElementById('chart-timeline'), spec),
+    ),
   ]);
   const failed = parts.filter((p) => p.status === 'rejected');
   if (failed.length) {
     setStatus(String(failed[0].reason?.message ?? failed[0].reason), true);
-    if (document.getElementById('lifecycles').querySelector('.muted')) document.getElementById('lifecycles').replaceChildren(el('p', { class: 'error' }, String(failed[0].reason?.message ?? '')));
+    if (document.getElementById('lifecycles').querySelector('.muted'))
+      document.getElementById('lifecycles').replaceChildren(el('p', { class: 'error' }, String(failed[0].reason?.message ?? '')));
   } else setStatus('loaded');
   document.body.dataset.loaded = 'true';
 }
