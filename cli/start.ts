@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
-import { Collector, collectorConfigSchema } from '../collector/index.ts';
+import { Collector, collectorConfigSchema, type CollectorConfig } from '../collector/index.ts';
 import { key, loadConfig, shutdownTimeoutMs } from '../common/config.ts';
-import { createLogger, stopOrExit } from '../common/index.ts';
+import { createLogger, stopOrExit, type ClickHouseClient, type Logger } from '../common/index.ts';
 import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from '../dashboards/index.ts';
 import { spanTimeKeys, type SpanQueue } from '../contract/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
@@ -14,6 +14,8 @@ import {
   InProcessQueue,
   openStorage,
   Pipeline,
+  type PipelineMetrics,
+  type StorageConfig,
   pipelineConfigSchema,
   storageConfigSchema,
   writerConfigSchema,
@@ -58,11 +60,43 @@ export const startConfigSchema = z.object({
 const reachable = (host: string) => (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host);
 
 /**
+ * Where the collector's spans go: through Kafka to a pipeline when KAFKA_BROKERS is set, else through an in-process
+ * queue into the writer, with the collector's own bound and timeout.
+ */
+async function startIngest(
+  collectorConfig: CollectorConfig,
+  storage: StorageConfig,
+  time: { maxClockSkewMs: number; retentionDays: number },
+  { client, metrics, log }: { client: ClickHouseClient; metrics: PipelineMetrics; log: Logger },
+): Promise<{ pipeline?: Pipeline; queue?: SpanQueue }> {
+  if (collectorConfig.kafkaBrokers.length > 0) {
+    const pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data, ...time }), { log, metrics, client });
+    await pipeline.start();
+    log.info({ kafkaBrokers: collectorConfig.kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
+    return { pipeline };
+  }
+  const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}) }, metrics, log);
+  log.info(
+    'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
+      'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
+  );
+  return {
+    queue: new InProcessQueue(writer, {
+      maxPendingSpans: collectorConfig.maxPendingSpans,
+      timeoutMs: collectorConfig.produceTimeoutMs,
+      metrics,
+      log,
+    }),
+  };
+}
+
+/**
  * `holdscope start` (what `npm start` runs): collector, pipeline, read API and simulated engines in one
  * process on embedded ClickHouse. With KAFKA_BROKERS set, spans go through Kafka; otherwise through an
  * in-process queue with the same bound and acknowledgement (a 200 means ClickHouse has the spans).
  * The collector, storage and HTTP port read the same environment variables as their own commands.
  */
+// eslint-disable-next-line max-lines-per-function -- the start-up and shutdown order of every part of the all-in-one, read top to bottom
 export async function startCommand(flags: Record<string, unknown>): Promise<void> {
   const options = loadConfig(startConfigSchema, flags);
   const time = { maxClockSkewMs: options.maxClockSkewMs, retentionDays: options.retentionDays };
@@ -75,25 +109,7 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
   const log = createLogger('start');
   const client = await openStorage(storage, log);
   const metrics = createPipelineMetrics();
-  let pipeline: Pipeline | undefined;
-  let queue: SpanQueue | undefined;
-  if (collectorConfig.kafkaBrokers.length > 0) {
-    pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data, ...time }), { log, metrics, client });
-    await pipeline.start();
-    log.info({ kafkaBrokers: collectorConfig.kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
-  } else {
-    const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}) }, metrics, log);
-    queue = new InProcessQueue(writer, {
-      maxPendingSpans: collectorConfig.maxPendingSpans,
-      timeoutMs: collectorConfig.produceTimeoutMs,
-      metrics,
-      log,
-    });
-    log.info(
-      'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
-        'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
-    );
-  }
+  const { pipeline, queue } = await startIngest(collectorConfig, storage, time, { client, metrics, log });
   const collector = new Collector(collectorConfig, { log, queue });
   let accepting = false;
   const flagThresholds = loadFlagThresholds();

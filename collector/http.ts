@@ -75,6 +75,40 @@ export interface CollectorAppOptions {
   log: Logger;
 }
 
+/** What one request may cost to decode and to turn into Kafka messages, from the configuration. */
+function requestLimits(config: CollectorConfig): { decodeLimits: DecodeLimits; triageLimits: TriageLimits } {
+  const body = Math.max(config.maxBodyBytes, 64 * 1024);
+  return {
+    decodeLimits: {
+      maxSpans: config.maxSpansPerRequest,
+      maxAttributes: config.maxAttributes,
+      maxValueItems: config.maxAttributeLength,
+      maxDecodedBytes: DECODE_BUDGET_FACTOR * body,
+      // Spans outside the pd. namespace are only counted: their attributes are never decoded.
+      attributesOnlyWithPrefix: PD_PREFIX,
+    },
+    triageLimits: {
+      maxAttributeLength: config.maxAttributeLength,
+      maxAttributes: config.maxAttributes,
+      maxMessageBytes: config.maxMessageBytes,
+      maxRequestKafkaBytes: KAFKA_BUDGET_FACTOR * body,
+      maxDeadLetterBytes: body,
+      maxClockSkewMs: config.maxClockSkewMs,
+      retentionDays: config.retentionDays,
+    },
+  };
+}
+
+/** The OTLP Status code of an HTTP error status. */
+const rpcCodeOf = (status: number) =>
+  status === 401
+    ? RpcCode.unauthenticated
+    : status === 404
+      ? RpcCode.unimplemented
+      : status >= 500
+        ? RpcCode.internal
+        : RpcCode.invalidArgument;
+
 /**
  * The OTLP/HTTP trace receiver (`POST /v1/traces`), with `/healthz`, `/readyz` and `/metrics`.
  * A 200 means every accepted PD span is in Kafka; anything else tells the sender what to do next.
@@ -89,35 +123,11 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
     writeError: (req, res, status, message) => {
       count(status);
       const encoding = encodingOf(req) ?? 'json';
-      const code =
-        status === 401
-          ? RpcCode.unauthenticated
-          : status === 404
-            ? RpcCode.unimplemented
-            : status >= 500
-              ? RpcCode.internal
-              : RpcCode.invalidArgument;
-      reply(res, encoding, status, statusResponse(encoding, code, clipText(message, MAX_MESSAGE)));
+      reply(res, encoding, status, statusResponse(encoding, rpcCodeOf(status), clipText(message, MAX_MESSAGE)));
     },
   });
   const count = (status: number) => metrics.requests.inc({ status: String(status) });
-  const decodeLimits: DecodeLimits = {
-    maxSpans: config.maxSpansPerRequest,
-    maxAttributes: config.maxAttributes,
-    maxValueItems: config.maxAttributeLength,
-    maxDecodedBytes: DECODE_BUDGET_FACTOR * Math.max(config.maxBodyBytes, 64 * 1024),
-    // Spans outside the pd. namespace are only counted: their attributes are never decoded.
-    attributesOnlyWithPrefix: PD_PREFIX,
-  };
-  const triageLimits: TriageLimits = {
-    maxAttributeLength: config.maxAttributeLength,
-    maxAttributes: config.maxAttributes,
-    maxMessageBytes: config.maxMessageBytes,
-    maxRequestKafkaBytes: KAFKA_BUDGET_FACTOR * Math.max(config.maxBodyBytes, 64 * 1024),
-    maxDeadLetterBytes: Math.max(config.maxBodyBytes, 64 * 1024),
-    maxClockSkewMs: config.maxClockSkewMs,
-    retentionDays: config.retentionDays,
-  };
+  const { decodeLimits, triageLimits } = requestLimits(config);
 
   app.post(
     '/v1/traces',

@@ -457,6 +457,7 @@ function valueCut(key: string, value: AttrValue, topItems: number, max: number):
   return { field: 'attribute_length', reason: `${clipText(key)}: ${what}` };
 }
 
+// eslint-disable-next-line max-lines-per-function -- one case per OTLP AnyValue member, as the protobuf decoder's
 function anyFromJson(v: unknown, depth: number, budget: Budget | undefined): AttrValue {
   if (v == null) return null;
   const o = object(v, '');

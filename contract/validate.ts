@@ -221,6 +221,7 @@ function checkTimes(span: OtlpSpan, window: SpanTimeWindow | undefined): void {
   }
 }
 
+// eslint-disable-next-line max-lines-per-function -- one case per PD span name, each reading its attributes: the contract as a table
 function toEvent(span: OtlpSpan, resourceAttrs: AttrMap, window: SpanTimeWindow | undefined): PdEvent {
   const attrs = new AttrReader(span.attributes, 'span');
   const resource = new AttrReader(resourceAttrs, 'resource');

@@ -1,5 +1,5 @@
 import express, { type Request, type Response } from 'express';
-import { InputError, type ClickHouseClient, type Logger } from '../common/index.ts';
+import { InputError, type ClickHouseClient } from '../common/index.ts';
 import {
   computeFlags,
   DEFAULT_READ_LIMITS,
@@ -11,7 +11,6 @@ import {
   type FlagThresholds,
   type ReadLimits,
 } from '../queries/index.ts';
-import { sendError } from './http-errors.ts';
 
 /**
  * Rows a named query answers over HTTP unless `max_rows` says otherwise (`truncated` tells when there were more): a
@@ -41,96 +40,87 @@ function stringParams(query: Request['query']): Record<string, string> {
 export interface ReadApiOptions {
   client: ClickHouseClient;
   database: string;
-  log: Logger;
   /** Detection thresholds (defaults of flagThresholdsSchema when absent). */
   flagThresholds?: FlagThresholds;
   /** The widest range, time, memory and concurrency of every read (DEFAULT_READ_LIMITS when absent). */
   readLimits?: ReadLimits;
 }
 
-/** The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. */
-export function createReadApi({ client, database, log, flagThresholds, readLimits = DEFAULT_READ_LIMITS }: ReadApiOptions): express.Router {
+/** The request ids and cluster of a batch lookup (`request_id` repeated), or an InputError saying what is wrong. */
+function lookupParams(query: Request['query']): { ids: string[]; cluster: string } {
+  const { request_id: given, cluster = '', ...rest } = query;
+  if (Object.keys(rest).length > 0) {
+    throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/lifecycles takes request_id (repeated) and cluster`);
+  }
+  if (typeof cluster !== 'string') throw new InputError('parameter "cluster" must be given once, as a plain value');
+  const ids =
+    typeof given === 'string'
+      ? [given]
+      : Array.isArray(given) && given.every((id) => typeof id === 'string')
+        ? (given as string[])
+        : undefined;
+  if (!ids || ids.length === 0) throw new InputError('request_id is required: one or more plain values (request_id=a&request_id=b)');
+  if (ids.length > MAX_LOOKUP_REQUEST_IDS)
+    throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
+  return { ids, cluster };
+}
+
+/**
+ * The JSON read API over the lifecycle records. Read-only: it runs only the named queries of queries/sql. Routes throw:
+ * Express 5 hands a rejected handler's error to the HTTP foundation's one error handler (common/http.ts).
+ */
+export function createReadApi({ client, database, flagThresholds, readLimits = DEFAULT_READ_LIMITS }: ReadApiOptions): express.Router {
   const router = express.Router();
   const read = { limits: readLimits };
   // Many ids in one read: a script following up an incident's list of requests, or a poller, pays the view's
   // planning once rather than per id.
   router.get('/api/lifecycles', async (req: Request, res: Response) => {
-    try {
-      const { request_id: given, cluster = '', ...rest } = req.query;
-      if (Object.keys(rest).length > 0)
-        throw new InputError(
-          `unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/lifecycles takes request_id (repeated) and cluster`,
-        );
-      if (typeof cluster !== 'string') throw new InputError('parameter "cluster" must be given once, as a plain value');
-      const ids =
-        typeof given === 'string'
-          ? [given]
-          : Array.isArray(given) && given.every((id) => typeof id === 'string')
-            ? (given as string[])
-            : undefined;
-      if (!ids || ids.length === 0) throw new InputError('request_id is required: one or more plain values (request_id=a&request_id=b)');
-      if (ids.length > MAX_LOOKUP_REQUEST_IDS)
-        throw new InputError(`at most ${MAX_LOOKUP_REQUEST_IDS} request ids per lookup, got ${ids.length}`);
-      const lifecycles = await runQuery<{ request_id: string }>(
-        client,
-        database,
-        'lifecycles_by_requests',
-        { request_ids: ids, cluster },
-        read,
-      );
-      const found = new Set(lifecycles.map((l) => l.request_id));
-      res.json({ lifecycles, not_found: [...new Set(ids)].filter((id) => !found.has(id)) });
-    } catch (error) {
-      sendError(res, log, error, 'read API request');
-    }
+    const { ids, cluster } = lookupParams(req.query);
+    const lifecycles = await runQuery<{ request_id: string }>(
+      client,
+      database,
+      'lifecycles_by_requests',
+      { request_ids: ids, cluster },
+      read,
+    );
+    const found = new Set(lifecycles.map((l) => l.request_id));
+    res.json({ lifecycles, not_found: [...new Set(ids)].filter((id) => !found.has(id)) });
   });
   router.get('/api/lifecycles/:requestId', async (req: Request, res: Response) => {
-    try {
-      const requestId = String(req.params.requestId);
-      const cluster = typeof req.query.cluster === 'string' ? req.query.cluster : '';
-      const lifecycles = await runQuery(client, database, 'lifecycles_by_request', { request_id: requestId, cluster }, read);
-      if (lifecycles.length === 0) {
-        res.status(404).json({ error: `no lifecycle of request id ${JSON.stringify(requestId)}`, request_id: requestId });
-        return;
-      }
-      res.json({ request_id: requestId, lifecycles });
-    } catch (error) {
-      sendError(res, log, error, 'read API request');
+    const requestId = String(req.params.requestId);
+    const cluster = typeof req.query.cluster === 'string' ? req.query.cluster : '';
+    const lifecycles = await runQuery(client, database, 'lifecycles_by_request', { request_id: requestId, cluster }, read);
+    if (lifecycles.length === 0) {
+      res.status(404).json({ error: `no lifecycle of request id ${JSON.stringify(requestId)}`, request_id: requestId });
+      return;
     }
+    res.json({ request_id: requestId, lifecycles });
   });
   router.get('/api/flags', async (req: Request, res: Response) => {
-    try {
-      const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
-      if (Object.keys(rest).length > 0)
-        throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
-      const window = readWindow(from, to, readLimits);
-      if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit))
-        throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
-      const report = await computeFlags(client, database, { from: window.from, to: window.to, cluster }, flagThresholds, {
-        limitPerKind: limit === undefined ? undefined : Number(limit),
-        limits: readLimits,
-      });
-      res.json({ flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
-    } catch (error) {
-      sendError(res, log, error, 'read API request');
-    }
+    const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
+    if (Object.keys(rest).length > 0)
+      throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
+    const window = readWindow(from, to, readLimits);
+    if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit))
+      throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
+    const report = await computeFlags(client, database, { from: window.from, to: window.to, cluster }, flagThresholds, {
+      limitPerKind: limit === undefined ? undefined : Number(limit),
+      limits: readLimits,
+    });
+    res.json({ flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
   });
   router.get('/api/queries', (_req, res) => {
     res.json({ queries: [...listQueries().values()].map(({ name, purpose, params, columns }) => ({ name, purpose, params, columns })) });
   });
   router.get('/api/queries/:name', async (req: Request, res: Response) => {
-    try {
-      getQuery(String(req.params.name));
-      const { max_rows: maxRowsText, ...params } = stringParams(req.query);
-      if (maxRowsText !== undefined && !(/^[1-9]\d{0,6}$/.test(maxRowsText) && Number(maxRowsText) <= MAX_QUERY_ROWS)) {
-        throw new InputError(`max_rows: expected an integer from 1 to ${MAX_QUERY_ROWS}, got ${JSON.stringify(maxRowsText)}`);
-      }
-      const maxRows = maxRowsText === undefined ? DEFAULT_QUERY_ROWS : Number(maxRowsText);
-      const { rows, truncated } = await runQueryCapped(client, database, String(req.params.name), params, maxRows, read);
-      res.json({ rows, truncated, max_rows: maxRows });
-    } catch (error) {
-      sendError(res, log, error, 'read API request');
+    getQuery(String(req.params.name));
+    const { max_rows: maxRowsText, ...params } = stringParams(req.query);
+    if (maxRowsText !== undefined && !(/^[1-9]\d{0,6}$/.test(maxRowsText) && Number(maxRowsText) <= MAX_QUERY_ROWS)) {
+      throw new InputError(`max_rows: expected an integer from 1 to ${MAX_QUERY_ROWS}, got ${JSON.stringify(maxRowsText)}`);
     }
+    const maxRows = maxRowsText === undefined ? DEFAULT_QUERY_ROWS : Number(maxRowsText);
+    const { rows, truncated } = await runQueryCapped(client, database, String(req.params.name), params, maxRows, read);
+    res.json({ rows, truncated, max_rows: maxRows });
   });
   return router;
 }

@@ -67,6 +67,7 @@ function describe(row: LifecycleFlagRow): string {
 }
 
 /** Builds the flag of one lifecycle row: severity, the sentence an on-call acts on, and its numbers. */
+// eslint-disable-next-line max-lines-per-function -- one case per lifecycle flag kind, each with its summary
 function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
   const base = { cluster: row.cluster, request_id: row.request_id, generation: row.generation };
   const who = describe(row);

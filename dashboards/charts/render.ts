@@ -1,7 +1,7 @@
 import express, { type Request, type Response } from 'express';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { InputError, type ClickHouseClient, type Logger } from '../../common/index.ts';
+import { InputError, type ClickHouseClient } from '../../common/index.ts';
 import {
   DEFAULT_READ_LIMITS,
   flagThresholdsSchema,
@@ -11,7 +11,6 @@ import {
   type ReadLimits,
 } from '../../queries/index.ts';
 import { CHART_NAMES, kvPinnedSpec, resolutionSpec, tailsSpec, timelineSpec, type ChartName } from './specs.ts';
-import { sendError } from '../http-errors.ts';
 
 type Row = Record<string, unknown>;
 const DEFAULT_RANGE_MS = 3_600_000;
@@ -126,13 +125,11 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
 export function createChartRoutes({
   client,
   database,
-  log,
   flagThresholds,
   readLimits,
 }: {
   client: ClickHouseClient;
   database: string;
-  log: Logger;
   flagThresholds?: FlagThresholds;
   readLimits?: ReadLimits;
 }): express.Router {
@@ -144,17 +141,14 @@ export function createChartRoutes({
       res.status(404).json({ error: `unknown chart; charts are ${CHART_NAMES.map((n) => `${n}.svg`).join(', ')} (and .json)` });
       return;
     }
-    try {
-      const spec = await buildChart(client, database, name, req.query, flagThresholds, readLimits);
-      res.setHeader('Cache-Control', 'no-store');
-      if (match[2] === 'json') {
-        res.json(spec);
-        return;
-      }
-      res.type('image/svg+xml').send(await renderSvg(spec));
-    } catch (error) {
-      sendError(res, log, error, 'chart request');
+    // A failure goes to the HTTP foundation's error handler (Express 5 forwards a rejected handler).
+    const spec = await buildChart(client, database, name, req.query, flagThresholds, readLimits);
+    res.setHeader('Cache-Control', 'no-store');
+    if (match[2] === 'json') {
+      res.json(spec);
+      return;
     }
+    res.type('image/svg+xml').send(await renderSvg(spec));
   });
   return router;
 }

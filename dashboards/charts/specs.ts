@@ -28,6 +28,7 @@ const empty = (title: string): TopLevelSpec => ({
 });
 
 /** (a) Holds resolved by drain / timeout / still open per decode engine over time, with the timeout share and its threshold. */
+// eslint-disable-next-line max-lines-per-function -- a declarative Vega-Lite spec
 export function resolutionSpec(rows: Row[], options: { threshold?: number; bucketSeconds?: number } = {}): TopLevelSpec {
   const threshold = options.threshold ?? 0.05;
   const bucketMs = (options.bucketSeconds ?? 60) * 1000;
@@ -215,6 +216,7 @@ interface KvWindow {
 }
 
 /** (c) KV slots pinned by holds vs capacity per decode engine over time, abort-storm windows shaded. */
+// eslint-disable-next-line max-lines-per-function -- a declarative Vega-Lite spec
 export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelSpec {
   if (rows.length === 0) return empty('KV slots pinned by holds');
   const rule = { multiplier: options.multiplier ?? 3, trailingWindows: options.trailingWindows ?? 30, minAborts: options.minAborts ?? 5 };
@@ -327,6 +329,7 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
 }
 
 /** (e) One request's timeline: a Gantt of its spans per engine/rank and generation, with release, timeout and late writes marked. */
+// eslint-disable-next-line max-lines-per-function -- a declarative Vega-Lite spec
 export function timelineSpec(requestId: string, spans: Row[], lifecycles: Row[] = [], lateWrites: Row[] = []): TopLevelSpec {
   if (spans.length === 0) return empty(`Request ${requestId}: no spans`);
   const bars = spans.map((s) => {

@@ -69,6 +69,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * Runs the cluster model and exports its spans through the OpenTelemetry SDK, one tracer provider (one
  * resource) per simulated engine, as a real deployment of engines would.
  */
+// eslint-disable-next-line max-lines-per-function -- the simulation loop with its export back-pressure, read top to bottom
 export async function runSimulation(options: SimulationOptions): Promise<SimulationSummary> {
   const { config } = options;
   const batchSize = options.batchSize ?? 2000;
