@@ -1,5 +1,5 @@
 import { createHttpApp, createLogger, listen, loadConfig, stopOrExit, waitForSignal } from '../common/index.ts';
-import { migrate, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
+import { clickHouseConnection, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { createClickHouse } from '../common/index.ts';
 import { shutdownTimeoutMs } from '../common/config.ts';
 import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from '../dashboards/index.ts';
@@ -25,12 +25,7 @@ export async function pipelineCommand(flags: Record<string, unknown>): Promise<v
 export async function migrateCommand(flags: Record<string, unknown>): Promise<void> {
   const config = loadConfig(storageConfigSchema, flags);
   const log = createLogger('migrate');
-  const client = await createClickHouse({
-    url: config.clickhouseUrl,
-    user: config.clickhouseUser,
-    password: config.clickhousePassword,
-    dataPath: config.data,
-  });
+  const client = await createClickHouse(clickHouseConnection(config));
   try {
     const { applied } = await migrate(
       client,
@@ -55,12 +50,7 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const readLimits = { maxReadWindowMs, maxReadSeconds, maxReadMemoryBytes, maxConcurrentReads, maxQueuedReads };
   const log = createLogger('serve');
   // serve only reads: one client for the pages, the API and the gauges, with the reads' own queue.
-  const client = await openReadClient({
-    url: storage.clickhouseUrl,
-    user: storage.clickhouseUser,
-    password: storage.clickhousePassword,
-    dataPath: storage.data,
-  });
+  const client = await openReadClient(clickHouseConnection(storage));
   await migrate(client, { database: storage.database, cluster: storage.clickhouseCluster, retentionDays: storage.retentionDays }, log);
   const flagThresholds = loadFlagThresholds();
   const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds, readLimits });

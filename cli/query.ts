@@ -1,7 +1,7 @@
 import { createClickHouse } from '../common/index.ts';
 import { InputError } from '../common/index.ts';
 import { loadConfig } from '../common/index.ts';
-import { storageConfigSchema } from '../pipeline/index.ts';
+import { clickHouseConnection, storageConfigSchema } from '../pipeline/index.ts';
 import { listQueries, queryReadLimitsSchema, runQuery } from '../queries/index.ts';
 
 function cell(value: unknown): string {
@@ -56,12 +56,7 @@ export async function queryCommand(name: string | undefined, flags: Record<strin
     throw new InputError(`--format: expected table, json or csv, got ${JSON.stringify(format)}`);
   // Bounded like every read, more widely than a page's (queryReadLimitsSchema).
   const config = loadConfig(storageConfigSchema.extend(queryReadLimitsSchema.shape), storageFlags);
-  const client = await createClickHouse({
-    url: config.clickhouseUrl,
-    user: config.clickhouseUser,
-    password: config.clickhousePassword,
-    dataPath: config.data,
-  });
+  const client = await createClickHouse(clickHouseConnection(config));
   try {
     const rows = await runQuery(client, config.database, name, params, { limits: config });
     process.stdout.write(formatRows(rows, format ?? 'table'));

@@ -9,6 +9,7 @@ import { spanTimeKeys, type SpanQueue } from '../contract/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { loadFlagThresholds, openReadClient } from '../queries/index.ts';
 import {
+  clickHouseConnection,
   createPipelineMetrics,
   createWriter,
   InProcessQueue,
@@ -115,12 +116,7 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
   const flagThresholds = loadFlagThresholds();
   // Reads get a connection of their own: on embedded ClickHouse a query waits for the one before it on its connection,
   // so the pages and gauges would otherwise hold the collector's INSERTs back for as long as they run.
-  const readClient = await openReadClient({
-    url: storage.clickhouseUrl,
-    user: storage.clickhouseUser,
-    password: storage.clickhousePassword,
-    dataPath: storage.data,
-  });
+  const readClient = await openReadClient(clickHouseConnection(storage));
   const lifecycleMetrics = createLifecycleMetrics({
     client: readClient,
     database: storage.database,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ClickHouseConnection } from '../common/clickhouse.ts';
 import { spanTimeKeys } from '../contract/index.ts';
 import { brokerList, intAtLeast, key, nonNegativeInt, port, positiveNumber, shutdownTimeoutMs } from '../common/config.ts';
 
@@ -42,6 +43,11 @@ export const storageConfigSchema = z.object({
   retentionDays: spanTimeKeys.retentionDays,
 });
 export type StorageConfig = z.output<typeof storageConfigSchema>;
+
+/** How to reach the configured ClickHouse, for common/clickhouse.ts (a server's URL, or embedded under `data`). */
+export function clickHouseConnection(config: StorageConfig): ClickHouseConnection {
+  return { url: config.clickhouseUrl, user: config.clickhouseUser, password: config.clickhousePassword, dataPath: config.data };
+}
 
 export const pipelineConfigSchema = storageConfigSchema.extend({
   /** Kafka bootstrap brokers (KAFKA_BROKERS). */

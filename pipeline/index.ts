@@ -1,5 +1,12 @@
 export { Pipeline, openStorage, createWriter, InProcessQueue } from './pipeline.ts';
-export { pipelineConfigSchema, storageConfigSchema, writerConfigSchema, type PipelineConfig, type StorageConfig } from './config.ts';
+export {
+  clickHouseConnection,
+  pipelineConfigSchema,
+  storageConfigSchema,
+  writerConfigSchema,
+  type PipelineConfig,
+  type StorageConfig,
+} from './config.ts';
 export { migrate, type SchemaOptions } from './migrate.ts';
 export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 export { SpanWriter } from './writer.ts';

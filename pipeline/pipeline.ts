@@ -1,6 +1,6 @@
 import { createClickHouse, createKafka, createLogger, type ClickHouseClient, type Logger, type Readiness } from '../common/index.ts';
 import { spanTimeWindow } from '../contract/index.ts';
-import type { PipelineConfig, StorageConfig } from './config.ts';
+import { clickHouseConnection, type PipelineConfig, type StorageConfig } from './config.ts';
 import { InProcessQueue } from './in-process-queue.ts';
 import { KafkaSource } from './kafka-source.ts';
 import { startLagMonitor } from './lag.ts';
@@ -10,12 +10,7 @@ import { SpanWriter } from './writer.ts';
 
 /** Opens ClickHouse as configured and brings the schema up to date. */
 export async function openStorage(config: StorageConfig, log: Logger): Promise<ClickHouseClient> {
-  const client = await createClickHouse({
-    url: config.clickhouseUrl,
-    user: config.clickhouseUser,
-    password: config.clickhousePassword,
-    dataPath: config.data,
-  });
+  const client = await createClickHouse(clickHouseConnection(config));
   await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
   return client;
 }
