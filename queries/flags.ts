@@ -4,8 +4,12 @@ import { flagThresholdsSchema, type Flag, type FlagThresholds, type FlagWindow, 
 import type { ReadLimits } from './read-window.ts';
 import { runQuery } from './runner.ts';
 
+/** The kinds flags_lifecycle.sql returns; a kind added there must get its own case in lifecycleFlag. */
+type LifecycleFlagKind =
+  'late_write' | 'unsafe_release' | 'ack_after_failed_send' | 'stale_ack_consumed' | 'admission_leak' | 'checksum_mismatch' | 'open_hold';
+
 interface LifecycleFlagRow {
-  kind: string;
+  kind: LifecycleFlagKind;
   kind_total: number;
   cluster: string;
   request_id: string;
@@ -139,7 +143,7 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
         summary: `The PD checksum of ${who} failed at handoff: its KV was corrupted in transit or by another request's late write; look for late_write flags naming it.`,
         evidence: { checksum_outcome: row.checksum_outcome, release_reason: row.release_reason },
       };
-    default:
+    case 'open_hold':
       return {
         ...base,
         kind: row.kind,
@@ -147,6 +151,11 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
         summary: `The hold of ${who} has been open ${Math.round(row.open_ms / 1000)} s, past its ${Math.round(row.hold_timeout_ms / 1000)} s timeout; its KV slots stay pinned: find the missing ranks' acks or release it.`,
         evidence: { hold_start: row.hold_start, hold_timeout_ms: row.hold_timeout_ms, open_ms: row.open_ms },
       };
+    default: {
+      // Not the open-hold summary for a kind nobody wrote one for: a new kind in the SQL fails here, loudly.
+      const unknown: never = row.kind;
+      throw new Error(`flags_lifecycle returned a flag kind with no summary: ${String(unknown)}`);
+    }
   }
 }
 
