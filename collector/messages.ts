@@ -95,7 +95,7 @@ const field = (length: number) => length + 6;
  * its resource exceeds the limits (or was cut short while decoding: `cut`), or when it alone would make a
  * message over `maxMessageBytes`.
  */
-// eslint-disable-next-line max-lines-per-function -- not yet split: one pass over the request that keeps each lifecycle's messages and the request's byte budget together
+// eslint-disable-next-line max-lines-per-function -- one pass over the request, each span's verdict beside the caches it fills (resource and scope bytes); packing is packMessages
 export function triage(
   request: OtlpTraceRequest,
   limits: TriageLimits,
@@ -114,7 +114,7 @@ export function triage(
   const resources = new Map<AttrMap, { problem: Cut | undefined; bytes?: Uint8Array }>();
   const scopes = new Map<OtlpScopeSpans['scope'], Uint8Array>();
   // key -> resource -> scope -> encoded spans, so each message keeps the spans' own resource and scope.
-  const byKey = new Map<string, Map<AttrMap, Map<OtlpScopeSpans['scope'], Uint8Array[]>>>();
+  const byKey: SpansByKey = new Map();
   for (const rs of request.resourceSpans) {
     let resource = resources.get(rs.resource);
     for (const ss of rs.scopeSpans) {
@@ -203,11 +203,28 @@ export function triage(
       }
     }
   }
-  // Plan the messages first: their total is known before any is built.
+  out.messages.push(...packMessages(byKey, resources, scopes, recordBudget, deadLetters.bytes, maxRequestKafkaBytes));
+  return out;
+}
+
+type SpansByKey = Map<string, Map<AttrMap, Map<OtlpScopeSpans['scope'], Uint8Array[]>>>;
+
+/**
+ * The accepted spans of each key, in arrival order (per resource and scope), packed into as few messages as fit the
+ * record budget. The messages are planned first, so that a request whose messages and dead letters together exceed
+ * `maxRequestKafkaBytes` is refused before any is built.
+ */
+function packMessages(
+  byKey: SpansByKey,
+  resources: ReadonlyMap<AttrMap, { bytes?: Uint8Array }>,
+  scopes: ReadonlyMap<OtlpScopeSpans['scope'], Uint8Array>,
+  recordBudget: number,
+  deadLetterBytes: number,
+  maxRequestKafkaBytes: number,
+): SpanMessage[] {
   const plans: { key: string; message: EncodedResourceSpans[]; spans: number; size: number }[] = [];
-  let total = deadLetters.bytes;
+  let total = deadLetterBytes;
   for (const [key, byResource] of byKey) {
-    // Spans of one key go in arrival order (per resource and scope) into as few messages as fit the budget.
     const overhead = recordBytes(key, 0, MESSAGE_HEADERS);
     const valueBudget = recordBudget - overhead;
     let plan: (typeof plans)[number] | undefined;
@@ -238,8 +255,7 @@ export function triage(
     }
   }
   if (total > maxRequestKafkaBytes) throw tooMuchKafka(total, maxRequestKafkaBytes);
-  for (const plan of plans) out.messages.push({ key: plan.key, value: assembleOtlpProtobuf(plan.message), spans: plan.spans });
-  return out;
+  return plans.map((plan) => ({ key: plan.key, value: assembleOtlpProtobuf(plan.message), spans: plan.spans }));
 }
 
 /** The times triage takes, from the request's arrival; undefined when the limits set no time rule. */
