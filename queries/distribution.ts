@@ -1,14 +1,15 @@
 import type { ClickHouseClient } from '../common/index.ts';
 import type { Flag, FlagThresholds, FlagWindow } from './flag-model.ts';
 import { runQuery, type ReadOptions } from './runner.ts';
-import { firstStormWindow, stormWindows } from './storms.ts';
+import { firstStormWindow, judgeEngineWindows, stormLookbackMs, type StormRule, type StormVerdict } from './storms.ts';
 
 /** Lower bound of the Wilson score interval: a share that is high with confidence, not by a handful of samples. */
 export function wilsonLowerBound(successes: number, n: number, z = 1.96): number {
   if (n === 0) return 0;
   const p = successes / n;
   const z2 = z * z;
-  return (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n);
+  // At 0 successes the formula is 0 up to rounding, which can leave -4e-19: a share is never below 0.
+  return Math.max(0, (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n));
 }
 
 /** A row of hold_resolution_groups.sql. */
@@ -25,10 +26,11 @@ export interface GroupRow {
   open: number;
 }
 
-/** A row of transfer_tails.sql. */
+/** A row of transfer_tails.sql (decode_engine is '' unless it was asked for by pairing, by_decode_engine = 1). */
 export interface TailRow {
   cluster: string;
   prefill_engine: string;
+  decode_engine: string;
   backend: string;
   holds: number;
   p50_ms: number;
@@ -47,6 +49,57 @@ export interface PinnedRow {
   aborts: number;
   peak_pinned_slots: number;
   capacity_slots: number;
+  /** The earliest data of the decode engine in the read: the start of its storm warm-up (null: none). */
+  engine_since: string | null;
+}
+
+/** The storm rule of the thresholds (queries/storms.ts). */
+export const stormRuleOf = (t: FlagThresholds): StormRule => ({
+  multiplier: t.stormMultiplier,
+  trailingWindows: t.stormTrailingWindows,
+  minAborts: t.stormMinAborts,
+  warmUpWindows: Math.min(t.stormWarmUpWindows, t.stormTrailingWindows),
+});
+
+/** kv_pinned's parameters for a range whose storms are judged: the aborts of the baseline before it too. */
+export const stormReadParams = (t: FlagThresholds) => ({ baseline_lookback_seconds: String(stormLookbackMs(stormRuleOf(t)) / 1000) });
+
+/** kv_pinned's rows per decode engine (cluster and engine), in the rows' order (time order within an engine). */
+export function pinnedRowsByEngine<R extends { cluster: string; decode_engine: string }>(rows: readonly R[]): R[][] {
+  const byEngine = new Map<string, R[]>();
+  for (const row of rows) {
+    const key = JSON.stringify([row.cluster, row.decode_engine]);
+    const list = byEngine.get(key);
+    if (list) list.push(row);
+    else byEngine.set(key, [row]);
+  }
+  return [...byEngine.values()];
+}
+
+/** Epoch ms of a ClickHouse time, NaN for null or an unparsable one. */
+export function clickHouseTimeMs(v: unknown): number {
+  if (v === null || v === undefined || v === '') return NaN;
+  const s = String(v);
+  return Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(s) ? s : `${s.replace(' ', 'T')}Z`);
+}
+
+/**
+ * One engine's kv_pinned rows judged by the one storm definition (queries/storms.ts): the windows of a range starting
+ * at `fromMs` (from its first 10 s window), those before it read with stormReadParams only for their baseline.
+ */
+export function judgePinnedRows(rows: readonly PinnedRow[], fromMs: number, t: FlagThresholds): StormVerdict<PinnedWindow>[] {
+  const rule = stormRuleOf(t);
+  const windows = rows.map((row) => ({ row, t: clickHouseTimeMs(row.window_start), aborts: Number(row.aborts) }));
+  const first = firstStormWindow(fromMs);
+  const verdicts = judgeEngineWindows(windows, clickHouseTimeMs(rows[0]?.engine_since), fromMs - stormLookbackMs(rule), rule);
+  return verdicts.filter((v) => v.window.t >= first);
+}
+
+/** A kv_pinned row as a storm window. */
+export interface PinnedWindow {
+  row: PinnedRow;
+  t: number;
+  aborts: number;
 }
 
 const round = (x: number, digits = 4) => Number(x.toFixed(digits));
@@ -123,12 +176,12 @@ function tailFlags(rows: TailRow[], t: FlagThresholds): Flag[] {
       kind: 'long_transfer_tail',
       severity: critical ? 'critical' : 'warning',
       cluster: row.cluster,
-      scope: { cluster: row.cluster, prefill_engine: row.prefill_engine, backend: row.backend },
+      scope: { cluster: row.cluster, prefill_engine: row.prefill_engine, decode_engine: row.decode_engine, backend: row.backend },
       value: round(row.p99_ms, 3),
       threshold: round(t.longTailFractionOfTimeout * row.timeout_ms, 3),
       sample_size: row.holds,
       summary:
-        `p99 transfer tail of prefill ${row.prefill_engine} over ${row.backend} is ${Math.round(row.p99_ms)} ms against a ${row.timeout_ms} ms hold timeout` +
+        `p99 transfer tail of prefill ${row.prefill_engine} to decode ${row.decode_engine} over ${row.backend} is ${Math.round(row.p99_ms)} ms against a ${row.timeout_ms} ms hold timeout` +
         (critical
           ? `, and ${row.over_timeout} write(s) completed after the timeout: releases on timeout are racing live writes; bound transfer batches or lengthen the hold.`
           : ': timeouts are close to releasing pages under live writes; bound transfer batches or lengthen the hold.'),
@@ -146,52 +199,45 @@ function tailFlags(rows: TailRow[], t: FlagThresholds): Flag[] {
   return flags;
 }
 
-/** Storm windows (aborts at least N× the trailing median) in which holds pin a share of capacity. */
+/** Storm windows (aborts at least N× the trailing median, past the engine's warm-up) in which holds pin a share of capacity. */
 function capacityFlags(rows: PinnedRow[], window: FlagWindow, t: FlagThresholds): Flag[] {
-  const byEngine = new Map<string, PinnedRow[]>();
-  for (const row of rows) {
-    const key = JSON.stringify([row.cluster, row.decode_engine]);
-    const list = byEngine.get(key);
-    if (list) list.push(row);
-    else byEngine.set(key, [row]);
-  }
   const flags: Flag[] = [];
-  const first = firstStormWindow(Date.parse(window.from));
-  const rule = { multiplier: t.stormMultiplier, trailingWindows: t.stormTrailingWindows, minAborts: t.stormMinAborts };
-  for (const engineRows of byEngine.values()) {
+  const fromMs = Date.parse(window.from);
+  for (const engineRows of pinnedRowsByEngine(rows)) {
     const capacity = engineRows.reduce((max, r) => Math.max(max, r.capacity_slots), 0);
     if (!(capacity > 0)) continue;
-    // kv_pinned's rows are in time order; the windows between them had no aborts and count as zero.
-    const windows = engineRows.map((row) => ({ row, t: Date.parse(row.window_start), aborts: row.aborts }));
     let worst: { row: PinnedRow; base: number } | undefined;
     let stormWindowCount = 0;
-    for (const { window: w, baseline, storm } of stormWindows(windows, first, rule)) {
+    for (const { window: w, baseline, storm } of judgePinnedRows(engineRows, fromMs, t)) {
       if (!storm || w.row.peak_pinned_slots < t.pinnedCapacityShare * capacity) continue;
       stormWindowCount++;
       if (!worst || w.row.peak_pinned_slots > worst.row.peak_pinned_slots) worst = { row: w.row, base: baseline };
     }
     if (!worst) continue;
-    const { row, base } = worst;
-    flags.push({
-      kind: 'kv_capacity_exhaustion',
-      severity: 'critical',
-      cluster: row.cluster,
-      scope: { cluster: row.cluster, decode_engine: row.decode_engine },
-      value: round(row.peak_pinned_slots / capacity),
-      threshold: t.pinnedCapacityShare,
-      sample_size: row.aborts,
-      summary: `During an abort storm on decode ${row.decode_engine} (${row.aborts} aborts in 10 s from ${row.window_start}, ${base} is usual), holds pinned ${Math.round((100 * row.peak_pinned_slots) / capacity)}% of its KV capacity: new requests queue behind held pages; shorten hold timeouts or fix ack delivery.`,
-      evidence: {
-        window_start: row.window_start,
-        aborts: row.aborts,
-        trailing_median_aborts: base,
-        peak_pinned_slots: row.peak_pinned_slots,
-        capacity_slots: capacity,
-        storm_windows_over_threshold: stormWindowCount,
-      },
-    });
+    flags.push(capacityFlag(worst.row, worst.base, capacity, stormWindowCount, t));
   }
   return flags;
+}
+
+function capacityFlag(row: PinnedRow, base: number, capacity: number, stormWindowCount: number, t: FlagThresholds): Flag {
+  return {
+    kind: 'kv_capacity_exhaustion',
+    severity: 'critical',
+    cluster: row.cluster,
+    scope: { cluster: row.cluster, decode_engine: row.decode_engine },
+    value: round(row.peak_pinned_slots / capacity),
+    threshold: t.pinnedCapacityShare,
+    sample_size: row.aborts,
+    summary: `During an abort storm on decode ${row.decode_engine} (${row.aborts} aborts in 10 s from ${row.window_start}, ${base} is usual), holds pinned ${Math.round((100 * row.peak_pinned_slots) / capacity)}% of its KV capacity: new requests queue behind held pages; shorten hold timeouts or fix ack delivery.`,
+    evidence: {
+      window_start: row.window_start,
+      aborts: row.aborts,
+      trailing_median_aborts: base,
+      peak_pinned_slots: row.peak_pinned_slots,
+      capacity_slots: capacity,
+      storm_windows_over_threshold: stormWindowCount,
+    },
+  };
 }
 
 /** The distribution kinds: timeout_heavy, pairing_incompatible, long_transfer_tail, kv_capacity_exhaustion. */
@@ -205,9 +251,10 @@ export async function distributionFlags(
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
   const [groups, tails, pinned] = await Promise.all([
     runQuery<GroupRow>(client, database, 'hold_resolution_groups', params, read),
-    runQuery<TailRow>(client, database, 'transfer_tails', params, read),
+    // Per pairing: each against its own decode engine's hold timeout.
+    runQuery<TailRow>(client, database, 'transfer_tails', { ...params, by_decode_engine: '1' }, read),
     // Only the windows with aborts: the rest change no storm, and over a week of holds left open they are 60,480 rows an engine.
-    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1' }, read),
+    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) }, read),
   ]);
   return [...resolutionFlags(groups, thresholds), ...tailFlags(tails, thresholds), ...capacityFlags(pinned, window, thresholds)];
 }

@@ -18,6 +18,8 @@ export interface Flag {
   value?: number;
   threshold?: number;
   sample_size?: number;
+  /** The incident a lifecycle violation belongs to (queries/incidents.ts: the page's `#incident-ID`, its alert's key). */
+  incident?: string;
 }
 
 /** Detection thresholds, each with its default documented where it is declared. */
@@ -40,8 +42,22 @@ export const flagThresholdsSchema = z.object({
   stormTrailingWindows: z.coerce.number().int().min(1).default(30),
   /** ...and at least this many aborts, so a quiet engine's first few aborts are no storm. */
   stormMinAborts: z.coerce.number().int().min(1).default(5),
+  /**
+   * kv_capacity_exhaustion: whole 10 s windows of an engine's own data before its windows are judged (queries/storms.ts).
+   * A minute: the median of six windows is not moved by one odd window (the partial first one is left out anyway),
+   * and an engine deployed into a storm is judged a minute later rather than after the full trailing span.
+   */
+  stormWarmUpWindows: z.coerce.number().int().min(1).default(6),
   /** kv_capacity_exhaustion: share of the engine's capacity pinned by holds. */
   pinnedCapacityShare: z.coerce.number().min(0).max(1).default(0.2),
+  /**
+   * Share of a decode engine's KV capacity pinned by holds that is critical with or without an abort storm
+   * (holdscope_kv_pinned_fraction, the KvCapacityExhaustion alert): most of the KV held means new requests queue
+   * whatever made the holds pile up (a steady rate of lost acks under a long timeout does it with no storm). 0.8 leaves
+   * the engine a fifth of its pages for the requests it is decoding and admitting, and sits far above
+   * pinnedCapacityShare, the share that is news only during a storm.
+   */
+  pinnedCapacityCriticalShare: z.coerce.number().min(0).max(1).default(0.8),
 });
 export type FlagThresholds = z.output<typeof flagThresholdsSchema>;
 

@@ -7,6 +7,8 @@ import {
   flagThresholdsSchema,
   readWindow,
   runQuery,
+  stormReadParams,
+  stormRuleOf,
   type FlagThresholds,
   type ReadLimits,
 } from '../../queries/index.ts';
@@ -100,10 +102,9 @@ export async function buildChart(
     case 'tails':
       return tailsSpec(await runQuery<Row>(client, database, 'transfer_tails', params, read));
     case 'kv_pinned':
-      return kvPinnedSpec(byEngine(await runQuery<Row>(client, database, 'kv_pinned', params, read)), {
-        multiplier: t.stormMultiplier,
-        trailingWindows: t.stormTrailingWindows,
-        minAborts: t.stormMinAborts,
+      // The aborts before the range too: the baseline of its first windows (queries/storms.ts).
+      return kvPinnedSpec(byEngine(await runQuery<Row>(client, database, 'kv_pinned', { ...params, ...stormReadParams(t) }, read)), {
+        rule: stormRuleOf(t),
         pinnedShare: t.pinnedCapacityShare,
         from: w.from,
         to: w.to,

@@ -1,7 +1,15 @@
 // Vega-Lite specs of the on-call charts: pure functions, query rows in, spec out. The same spec is embedded
 // by the page (GET /charts/:name.json) and rendered to SVG on the server (GET /charts/:name.svg).
 import type { TopLevelSpec } from 'vega-lite';
-import { firstStormWindow, STORM_WINDOW_MS, stormWindows } from '../../queries/index.ts';
+import {
+  firstStormWindow,
+  flagThresholdsSchema,
+  judgeEngineWindows,
+  STORM_WINDOW_MS,
+  stormLookbackMs,
+  stormRuleOf,
+  type StormRule,
+} from '../../queries/index.ts';
 
 type Row = Record<string, unknown>;
 
@@ -192,9 +200,8 @@ export function tailsSpec(rows: Row[]): TopLevelSpec {
 
 /** Storm windows as the kv_capacity_exhaustion detection defines them (queries/storms.ts). */
 export interface StormOptions {
-  multiplier?: number;
-  trailingWindows?: number;
-  minAborts?: number;
+  /** The storm rule of the flags' thresholds (stormRuleOf); their defaults when absent. */
+  rule?: StormRule;
   /** kv_capacity_exhaustion's share of capacity, drawn as the threshold line. */
   pinnedShare?: number;
   from?: string;
@@ -213,14 +220,17 @@ interface KvWindow {
   aborts: number;
   pinned: number;
   capacity: number;
+  /** kv_pinned's engine_since: the start of the engine's storm warm-up (NaN: unknown). */
+  since: number;
 }
 
 /** (c) KV slots pinned by holds vs capacity per decode engine over time, abort-storm windows shaded. */
 // eslint-disable-next-line max-lines-per-function -- a declarative Vega-Lite spec
 export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelSpec {
   if (rows.length === 0) return empty('KV slots pinned by holds');
-  const rule = { multiplier: options.multiplier ?? 3, trailingWindows: options.trailingWindows ?? 30, minAborts: options.minAborts ?? 5 };
-  const share = options.pinnedShare ?? 0.2;
+  const defaults = flagThresholdsSchema.parse({});
+  const rule = options.rule ?? stormRuleOf(defaults);
+  const share = options.pinnedShare ?? defaults.pinnedCapacityShare;
   const byEngine = new Map<string, KvWindow[]>();
   let earliest = Infinity;
   let latest = -Infinity;
@@ -231,7 +241,13 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
     latest = Math.max(latest, t);
     const key = `${str(r.decode_engine)}${r.cluster && r.cluster !== 'default' ? ` · ${str(r.cluster)}` : ''}`;
     const list = byEngine.get(key) ?? [];
-    list.push({ t, aborts: num(r.aborts), pinned: num(r.peak_pinned_slots), capacity: num(r.capacity_slots) });
+    list.push({
+      t,
+      aborts: num(r.aborts),
+      pinned: num(r.peak_pinned_slots),
+      capacity: num(r.capacity_slots),
+      since: ms(r.engine_since) ?? NaN,
+    });
     byEngine.set(key, list);
   }
   if (byEngine.size === 0) return empty('KV slots pinned by holds');
@@ -256,7 +272,10 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
         threshold: number;
       }
     >();
-    for (const { window: w, storm } of stormWindows(windows, first, rule)) {
+    // The one storm definition with its warm-up; rows before the range (kv_pinned's baseline_lookback_seconds) are the
+    // baseline's only.
+    const since = windows.reduce((min, w) => Math.min(min, Number.isFinite(w.since) ? w.since : Infinity), Infinity);
+    for (const { window: w, storm } of judgeEngineWindows(windows, since, first - stormLookbackMs(rule), rule)) {
       if (w.t < first || w.t > last) continue;
       const t = first + Math.floor((w.t - first) / pointMs) * pointMs;
       const point = points.get(t) ?? {
@@ -294,11 +313,20 @@ export function kvPinnedSpec(rows: Row[], options: StormOptions = {}): TopLevelS
       width: WIDTH,
       height: 90,
       layer: [
-        {
-          transform: [{ filter: 'datum.storm' }],
-          mark: { type: 'rect', color: '#f4c7c3', opacity: 0.8 },
-          encoding: { x, x2: { field: 't_end' }, tooltip: [{ field: 'aborts', type: 'quantitative', title: 'aborts (storm window)' }] },
-        },
+        // Only with a storm to shade: a layer whose filter leaves no row has an infinite extent, and Vega warns of it.
+        ...(values.some((v) => v.storm)
+          ? [
+              {
+                transform: [{ filter: 'datum.storm' }],
+                mark: { type: 'rect', color: '#f4c7c3', opacity: 0.8 } as const,
+                encoding: {
+                  x,
+                  x2: { field: 't_end' },
+                  tooltip: [{ field: 'aborts', type: 'quantitative', title: 'aborts (storm window)' }],
+                },
+              },
+            ]
+          : []),
         {
           mark: { type: 'area', line: { color: '#3b6ea5' }, color: '#9ec3e6', opacity: 0.8, interpolate: 'step-after' },
           encoding: {

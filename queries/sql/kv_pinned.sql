@@ -5,7 +5,18 @@
 -- param cluster String = '': one cluster, or all when empty
 -- param open_lookback_hours UInt32 = 1: holds still open count when they started up to this long before the range (and for at most a day after their start)
 -- param with_aborts_only UInt8 = 0: 1 for only the windows in which holds started, all the storm detection needs (a window without aborts is never a storm and counts as zero in a trailing median); a hold left open pins slots in every window of a day, which would otherwise be a row each
--- columns: cluster, decode_engine, window_start, aborts, peak_pinned_slots, capacity_slots
+-- param baseline_lookback_seconds UInt32 = 0: aborts are also read this long before the range (rows with aborts only, no pinned slots), so the storm baseline (queries/storms.ts) of the range's first windows is complete: the storm detection passes stormTrailingWindows windows
+-- columns: cluster, decode_engine, window_start, aborts, peak_pinned_slots, capacity_slots, engine_since (the earliest first span of a lifecycle of this decode engine, aborted or not, from baseline_lookback_seconds before the range: the storm warm-up's start; null when none)
+SELECT
+    w.cluster AS cluster,
+    w.decode_engine AS decode_engine,
+    w.window_start AS window_start,
+    w.aborts AS aborts,
+    w.peak_pinned_slots AS peak_pinned_slots,
+    w.capacity_slots AS capacity_slots,
+    s.engine_since AS engine_since
+FROM
+(
 SELECT
     cluster,
     decode_engine,
@@ -72,13 +83,30 @@ FROM
     UNION ALL
     SELECT cluster, decode_engine, toStartOfInterval(assumeNotNull(hold_start), INTERVAL 10 SECOND) AS window_start, count() AS aborts, 0 AS pinned, max(capacity_slots) AS capacity
     FROM {db:Identifier}.lifecycle_holds FINAL
-    WHERE bucket <= {to:DateTime64(9, 'UTC')} AND last_seen >= {from:DateTime64(9, 'UTC')}
+    WHERE bucket <= {to:DateTime64(9, 'UTC')}
+      AND last_seen >= {from:DateTime64(9, 'UTC')} - toIntervalSecond({baseline_lookback_seconds:UInt32})
       AND hold_start IS NOT NULL
-      AND hold_start >= {from:DateTime64(9, 'UTC')}
+      AND hold_start >= {from:DateTime64(9, 'UTC')} - toIntervalSecond({baseline_lookback_seconds:UInt32})
       AND hold_start <= {to:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY cluster, decode_engine, window_start
-) AS w
+) AS windows
 GROUP BY cluster, decode_engine, window_start
 HAVING {with_aborts_only:UInt8} = 0 OR aborts > 0
+) AS w
+LEFT JOIN
+(
+    -- Every lifecycle, not only the held ones: an engine that ran without aborts is past its warm-up. Without FINAL,
+    -- since first_seen only moves earlier and every version of a record carries its own: the minimum is the same.
+    SELECT cluster, decode_engine,
+        greatest(min(first_seen), {from:DateTime64(9, 'UTC')} - toIntervalSecond({baseline_lookback_seconds:UInt32})) AS engine_since
+    FROM {db:Identifier}.lifecycle_records
+    WHERE bucket <= {to:DateTime64(9, 'UTC')}
+      AND last_seen >= {from:DateTime64(9, 'UTC')} - toIntervalSecond({baseline_lookback_seconds:UInt32})
+      AND first_seen <= {to:DateTime64(9, 'UTC')}
+      AND decode_engine != ''
+      AND ({cluster:String} = '' OR cluster = {cluster:String})
+    GROUP BY cluster, decode_engine
+) AS s ON s.cluster = w.cluster AND s.decode_engine = w.decode_engine
 ORDER BY cluster, decode_engine, window_start
+SETTINGS join_use_nulls = 1

@@ -60,12 +60,12 @@ describe('distribution flags fire on the scenario built to provoke them and stay
 
   it('abort-storm with a long hold timeout: kv_capacity_exhaustion on a decode engine', async () => {
     const flags = await flagsOf('abort-storm', 6, (c) => {
-      // Half the scenario's load and capacity, so the test stays quick; the storm's shape is unchanged.
-      c.rate = 150;
-      c.requests = 3750;
+      // Half the scenario's load and capacity, so the test stays quick; the storm's shape and time are unchanged.
+      c.rate = 50;
+      c.requests = 5000;
       for (const d of c.decode) {
         d.holdTimeoutMs = 300_000;
-        d.capacityPages = 20_000;
+        d.capacityPages = 7000;
       }
     });
     const kv = flags.filter((f) => f.kind === 'kv_capacity_exhaustion');

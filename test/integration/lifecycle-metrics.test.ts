@@ -7,6 +7,7 @@ import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { Registry } from 'prom-client';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { createLifecycleMetrics } from '../../dashboards/metrics.ts';
+import { wilsonLowerBound } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
@@ -92,7 +93,8 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
       'late-write-bug',
       5,
       (c) => {
-        c.requests = 300;
+        // Enough holds for each pairing's own long_transfer_tail judgement (longTailMinHolds, 20, per pairing).
+        c.requests = 1200;
       },
       Date.now() - 180_000,
     );
@@ -130,7 +132,9 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
       drained.map((s) => s.value),
       [0, 0],
     );
-    const tails = pick(samples, 'holdscope_transfer_tail_p99_ms');
+    const tails = pick(samples, 'holdscope_transfer_tail_p99_seconds');
+    // Per pairing: every tail series names its prefill engine, decode engine and backend.
+    for (const s of tails) assert.ok(s.labels.prefill_engine && s.labels.decode_engine && s.labels.backend, JSON.stringify(s));
     assert.ok(
       tails.some((s) => s.labels.backend === 'nixl'),
       JSON.stringify(tails),
@@ -139,12 +143,12 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
       tails.some((s) => s.labels.backend === 'mooncake'),
       JSON.stringify(tails),
     );
-    for (const s of pick(samples, 'holdscope_transfer_tail_hold_timeout_ms', { backend: 'nixl' })) assert.equal(s.value, 30_000);
+    for (const s of pick(samples, 'holdscope_transfer_tail_hold_timeout_seconds', { backend: 'nixl' })) assert.equal(s.value, 30);
     // late-write-bug: tails outlast the 300 ms timeout.
-    const mooncakeTail = pick(samples, 'holdscope_transfer_tail_p99_ms', { backend: 'mooncake' });
+    const mooncakeTail = pick(samples, 'holdscope_transfer_tail_p99_seconds', { backend: 'mooncake' });
     for (const s of mooncakeTail) {
-      const timeout = pick(samples, 'holdscope_transfer_tail_hold_timeout_ms', s.labels)[0]?.value ?? 0;
-      assert.equal(timeout, 300);
+      const timeout = pick(samples, 'holdscope_transfer_tail_hold_timeout_seconds', s.labels)[0]?.value ?? 0;
+      assert.equal(timeout, 0.3);
       assert.ok(s.value >= 0.5 * timeout, `p99 ${s.value} against ${timeout}`);
     }
 
@@ -158,6 +162,14 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     assert.ok(timeouts >= 10, `timeouts ${timeouts}`);
     for (const s of pick(samples, 'holdscope_hold_timeout_share', { cluster: 'default' }))
       assert.ok(s.value > 0 && s.value <= 1, JSON.stringify(s));
+    // The timeout_heavy flag's own bound, on the same counts, for the TimeoutHeavy rule to compare with its threshold.
+    const bounds = pick(samples, 'holdscope_hold_timeout_share_lower_bound');
+    assert.equal(bounds.length, 4);
+    for (const b of bounds) {
+      const count = (resolution: string) => pick(samples, 'holdscope_hold_resolutions', { ...b.labels, resolution })[0]?.value ?? 0;
+      assert.equal(b.value, wilsonLowerBound(count('timeout'), count('timeout') + count('drained')), JSON.stringify(b));
+      assert.ok(b.value < (pick(samples, 'holdscope_hold_timeout_share', b.labels)[0]?.value ?? 0));
+    }
 
     // Flags: late writes from late-write-bug, the no-ack pairing, counted by kind and severity.
     const lateWrites = pick(samples, 'holdscope_flags', { kind: 'late_write', severity: 'critical', cluster: 'default' })[0]?.value ?? 0;
@@ -211,8 +223,9 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
     for (const name of [
       'holdscope_hold_resolutions',
       'holdscope_hold_timeout_share',
-      'holdscope_transfer_tail_p99_ms',
+      'holdscope_transfer_tail_p99_seconds',
       'holdscope_kv_pinned_fraction',
+      'holdscope_kv_abort_storm',
       'holdscope_flags',
     ]) {
       assert.deepEqual(pick(samples, name), [], `${name} lingers after its label sets disappeared`);
