@@ -4,13 +4,16 @@ import {
   computeFlags,
   DEFAULT_READ_LIMITS,
   getQuery,
+  listIncidents,
   listQueries,
   readWindow,
   runQuery,
   runQueryCapped,
+  VIOLATION_ALERT_NAMES,
   type FlagThresholds,
   type ReadLimits,
 } from '../queries/index.ts';
+import { headingAnchor } from './pages/markdown.ts';
 
 /**
  * Rows a named query answers over HTTP unless `max_rows` says otherwise (`truncated` tells when there were more): a
@@ -26,6 +29,14 @@ export const MAX_QUERY_ROWS = 1_000_000;
  * line and headers over 16 KiB (431), which about 300 ids of 40 characters would reach.
  */
 export const MAX_LOOKUP_REQUEST_IDS = 200;
+
+/**
+ * The range of /api/flags and /api/incidents when `from` or `to` is not given: a missing `to` is now, a missing `from`
+ * this long before `to`. @default 15 minutes: the window of the lifecycle gauges the alerts fire on
+ * (docs/runbooks.md), so "see /api/flags" from an alert, followed as written, shows what the alert saw rather than a
+ * 400; the page asks with its own range.
+ */
+export const DEFAULT_FLAG_WINDOW_MS = 15 * 60_000;
 
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
 function stringParams(query: Request['query']): Record<string, string> {
@@ -100,14 +111,29 @@ export function createReadApi({ client, database, flagThresholds, readLimits = D
     const { from, to, cluster, limit_per_kind: limit, ...rest } = stringParams(req.query);
     if (Object.keys(rest).length > 0)
       throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/flags takes from, to, cluster, limit_per_kind`);
-    const window = readWindow(from, to, readLimits);
+    const window = readWindow(from, to, readLimits, { defaultMs: DEFAULT_FLAG_WINDOW_MS });
     if (limit !== undefined && !/^[1-9]\d{0,4}$/.test(limit))
       throw new InputError(`limit_per_kind: expected an integer from 1 to 99999, got ${JSON.stringify(limit)}`);
     const report = await computeFlags(client, database, { from: window.from, to: window.to, cluster }, flagThresholds, {
       limitPerKind: limit === undefined ? undefined : Number(limit),
       limits: readLimits,
     });
-    res.json({ flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
+    res.json({ from: window.from, to: window.to, flags: report.flags, totals: report.totals, limit_per_kind: report.limitPerKind });
+  });
+  // The violations of the range grouped by cluster, kind and culprit: what the page lists first and the violation
+  // alerts are (queries/incidents.ts); an alert's link opens the page on the incident's window.
+  router.get('/api/incidents', async (req: Request, res: Response) => {
+    const { from, to, cluster, ...rest } = stringParams(req.query);
+    if (Object.keys(rest).length > 0)
+      throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/incidents takes from, to, cluster`);
+    const window = readWindow(from, to, readLimits, { defaultMs: DEFAULT_FLAG_WINDOW_MS });
+    const report = await listIncidents(client, database, { from: window.from, to: window.to, cluster }, { limits: readLimits });
+    // Each with the alert it raises and that alert's runbook section, so the page links the same place the alert does.
+    const incidents = report.incidents.map((incident) => {
+      const alertname = VIOLATION_ALERT_NAMES[incident.kind];
+      return { ...incident, alertname, runbook: `/runbooks#${headingAnchor(alertname)}` };
+    });
+    res.json({ from: window.from, to: window.to, incidents, total: report.total });
   });
   router.get('/api/queries', (_req, res) => {
     res.json({ queries: [...listQueries().values()].map(({ name, purpose, params, columns }) => ({ name, purpose, params, columns })) });

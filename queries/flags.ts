@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '../common/index.ts';
 import { distributionFlags } from './distribution.ts';
 import { flagThresholdsSchema, type Flag, type FlagThresholds, type FlagWindow, type Severity } from './flag-model.ts';
+import { describeCulprit, incidentId, type Culprit } from './incidents.ts';
 import type { ReadLimits } from './read-window.ts';
 import { runQuery } from './runner.ts';
 
@@ -15,6 +16,10 @@ interface LifecycleFlagRow {
   request_id: string;
   generation: number;
   decode_engine: string;
+  decode_version: string;
+  /** The prefill engines and their versions, comma-separated, as an incident's culprit names them. */
+  prefill_engine: string;
+  prefill_version: string;
   backend: string;
   hold_start: string | null;
   hold_timeout_ms: number;
@@ -66,15 +71,32 @@ function lateWriteEvidence(victims: VictimRow[]) {
   return { pages, victims: [...byVictim.values()], writes: [...writes.values()] };
 }
 
-function describe(row: LifecycleFlagRow): string {
-  return `request ${row.request_id} generation ${row.generation} on ${row.decode_engine || 'an unknown decode engine'}`;
+const culpritOf = (row: LifecycleFlagRow): Culprit => ({
+  decode_engine: row.decode_engine,
+  decode_version: row.decode_version,
+  prefill_engine: row.prefill_engine,
+  prefill_version: row.prefill_version,
+  backend: row.backend,
+});
+
+/** "request R generation G (decode decode-1 (v), prefill prefill-0 (v), backend B)": who, and on which engines. */
+function describe(row: LifecycleFlagRow, culprit: Culprit): string {
+  return `request ${row.request_id} generation ${row.generation} (${describeCulprit(culprit)})`;
 }
 
 /** Builds the flag of one lifecycle row: severity, the sentence an on-call acts on, and its numbers. */
 // eslint-disable-next-line max-lines-per-function -- one case per lifecycle flag kind, each with its summary
 function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
-  const base = { cluster: row.cluster, request_id: row.request_id, generation: row.generation };
-  const who = describe(row);
+  const culprit = culpritOf(row);
+  const base = {
+    cluster: row.cluster,
+    request_id: row.request_id,
+    generation: row.generation,
+    // The engines, versions and backend as fields too, for a filter or a script, not only in the sentence.
+    scope: { ...culprit },
+    ...(row.kind === 'open_hold' ? {} : { incident: incidentId(row.cluster, row.kind, culprit) }),
+  };
+  const who = describe(row, culprit);
   switch (row.kind) {
     case 'late_write': {
       const evidence = lateWriteEvidence(victims);
@@ -139,7 +161,8 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
       return {
         ...base,
         kind: row.kind,
-        severity: 'warning',
+        // Corrupt output served to a user: a violation to page on, as the other kept kinds.
+        severity: 'critical',
         summary: `The PD checksum of ${who} failed at handoff: its KV was corrupted in transit or by another request's late write; look for late_write flags naming it.`,
         evidence: { checksum_outcome: row.checksum_outcome, release_reason: row.release_reason },
       };

@@ -24,7 +24,39 @@ export {
   type ReadWindow,
 } from './read-window.ts';
 export { openReadClient, ReadGate, readGateStats, type ReadGateStats } from './read-gate.ts';
-export { firstStormWindow, STORM_WINDOW_MS, stormWindows, trailingMedianAborts, type AbortWindow, type StormRule } from './storms.ts';
+export {
+  baselineReadyFrom,
+  firstStormWindow,
+  judgeEngineWindows,
+  STORM_WINDOW_MS,
+  stormLookbackMs,
+  stormWindows,
+  trailingMedianAborts,
+  type AbortWindow,
+  type StormRule,
+  type StormVerdict,
+} from './storms.ts';
+export {
+  listIncidents,
+  VIOLATION_ALERT_NAMES,
+  VIOLATION_KINDS,
+  type Culprit,
+  type Incident,
+  type IncidentOptions,
+  type IncidentReport,
+  type ViolationKind,
+} from './incidents.ts';
 export { computeFlags, DEFAULT_FLAG_LIMIT_PER_KIND, type FlagReport, type FlagTotal } from './flags.ts';
 export { flagThresholdsSchema, loadFlagThresholds, type Flag, type FlagThresholds, type FlagWindow, type Severity } from './flag-model.ts';
-export { type GroupRow, type PinnedRow, type TailRow } from './distribution.ts';
+export {
+  clickHouseTimeMs,
+  judgePinnedRows,
+  pinnedRowsByEngine,
+  stormReadParams,
+  stormRuleOf,
+  wilsonLowerBound,
+  type GroupRow,
+  type PinnedRow,
+  type PinnedWindow,
+  type TailRow,
+} from './distribution.ts';

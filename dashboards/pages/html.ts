@@ -1,16 +1,18 @@
 // Server-rendered shells of the on-call pages. Every value that reaches HTML goes through escapeHtml; the
 // pages' scripts are static files (no inline script), so the Content-Security-Policy can forbid the rest.
+import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { type Request, type Response } from 'express';
+import { escapeHtml } from './escape.ts';
+import { markdownToHtml } from './markdown.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const nodeModules = join(here, '..', '..', 'node_modules');
+/** Beside the code, not under the working directory: `holdscope serve` may run from anywhere. */
+const RUNBOOKS = join(here, '..', '..', 'docs', 'runbooks.md');
 
-/** Escapes a value for HTML text and double- or single-quoted attribute values. */
-export function escapeHtml(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
-}
+export { escapeHtml };
 
 /** No eval (Vega runs its expression interpreter), no inline script, nothing from elsewhere. */
 export const CONTENT_SECURITY_POLICY = [
@@ -35,7 +37,12 @@ function securityHeaders(res: Response): void {
 
 const VENDOR = ['/vendor/vega.min.js', '/vendor/vega-lite.min.js', '/vendor/vega-embed.min.js'];
 
-function shell(title: string, body: string, script: string): string {
+/** A page; without a script (the runbooks) it loads none, not even Vega. */
+function shell(title: string, body: string, script?: string): string {
+  const scripts = script
+    ? `${VENDOR.map((src) => `<script src="${escapeHtml(src)}" defer></script>`).join('\n')}
+<script type="module" src="${escapeHtml(script)}"></script>`
+    : '';
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -43,8 +50,7 @@ function shell(title: string, body: string, script: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/static/style.css">
-${VENDOR.map((src) => `<script src="${escapeHtml(src)}" defer></script>`).join('\n')}
-<script type="module" src="${escapeHtml(script)}"></script>
+${scripts}
 </head>
 <body>
 ${body}
@@ -74,8 +80,14 @@ export function oncallPage(): string {
     'holdscope · on-call',
     `${header('on-call: KV-page holds')}
 <main>
+<section id="incidents-section" aria-labelledby="incidents-title">
+  <h2 id="incidents-title">Incidents <span id="incident-count" class="count"></span></h2>
+  <p class="muted hint">Safety violations grouped by cluster, kind and culprit (engines, versions, backend); each is one alert.</p>
+  <div id="incidents" class="incidents"><p class="muted">loading…</p></div>
+</section>
 <section id="flags-section" aria-labelledby="flags-title">
   <h2 id="flags-title">Flags <span id="flag-count" class="count"></span></h2>
+  <p class="muted hint">Every flag, most severe first: those about an engine or a pairing listed, those about one request under their kind (open it).</p>
   <div id="flags" class="flags"><p class="muted">loading…</p></div>
 </section>
 <section class="charts">
@@ -110,8 +122,23 @@ export function requestPage(requestId: string): string {
   );
 }
 
-/** Paths that hold no data (scripts, stylesheet, Vega builds): served without the token, so the login-less shell loads. */
-export const isPageAsset = (path: string) => path.startsWith('/vendor/') || path.startsWith('/static/') || path === '/favicon.ico';
+/** docs/runbooks.md as a page, each heading at its GitHub anchor: an alert's runbook_url is `/runbooks#alertname`. */
+export function runbooksPage(markdown: string): string {
+  return shell(
+    'holdscope · runbooks',
+    `<header class="top"><h1><a href="/">holdscope</a> <span class="sub">runbooks</span></h1></header>
+<main class="doc">
+${markdownToHtml(markdown)}
+</main>`,
+  );
+}
+
+/**
+ * Paths that hold no data (scripts, stylesheet, Vega builds, the runbooks): served without the token, so the login-less
+ * shell loads and an alert's runbook_url opens from the pager as it is.
+ */
+export const isPageAsset = (path: string) =>
+  path.startsWith('/vendor/') || path.startsWith('/static/') || path === '/favicon.ico' || path === '/runbooks';
 
 /** The pages, their static script and stylesheet, and the Vega browser builds from node_modules (no CDN). */
 export function createPageRoutes(): express.Router {
@@ -135,6 +162,12 @@ export function createPageRoutes(): express.Router {
   router.get('/', (_req, res) => {
     securityHeaders(res);
     res.type('html').send(oncallPage());
+  });
+  // Read at each request: the document is small, and an edit shows without a restart.
+  router.get('/runbooks', async (_req, res) => {
+    const markdown = await readFile(RUNBOOKS, 'utf8');
+    securityHeaders(res);
+    res.type('html').send(runbooksPage(markdown));
   });
   router.get('/requests/:id', (req, res) => {
     securityHeaders(res);

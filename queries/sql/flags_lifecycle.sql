@@ -6,7 +6,7 @@
 -- param open_hold_grace_ms UInt32 = 5000: how long past its timeout a hold may stay open before it is flagged
 -- param open_lookback_hours UInt32 = 1: holds still open are listed when they started up to this long before the range (a stuck hold sends no spans; the open-holds gauges look further back)
 -- param limit_per_kind UInt32 = 50: flags returned per kind and cluster, most recent first (kind_total counts them all)
--- columns: kind, kind_total, cluster, request_id, generation, decode_engine, backend, hold_start, hold_timeout_ms, release_at, release_reason, resolution, late_writes, chunks_failed, chunks_timeout, in_flight_at_release, acks_after_failed_send, stale_acks_accepted, admission_outcome, admission_reason, chunks_launched, handoff_at, checksum_outcome, open_ms
+-- columns: kind, kind_total, cluster, request_id, generation, decode_engine, decode_version, prefill_engine, prefill_version (the prefill engines that sent and their versions, comma-separated, as incidents.sql names an incident's culprit), backend, hold_start, hold_timeout_ms, release_at, release_reason, resolution, late_writes, chunks_failed, chunks_timeout, in_flight_at_release, acks_after_failed_send, stale_acks_accepted, admission_outcome, admission_reason, chunks_launched, handoff_at, checksum_outcome, open_ms
 WITH
     -- The flags listed, found from the few columns that decide them, as one value computed once:
     -- (kind, how many of that kind and cluster, cluster, request id, generation, bucket).
@@ -81,6 +81,10 @@ SELECT
     request_id,
     generation,
     decode_engine,
+    decode_version,
+    -- Word for word incidents.sql's culprit, so a flag's incident id (queries/incidents.ts) is its incident's.
+    arrayStringConcat(arraySort(arrayDistinct(arrayFilter(e -> e != '', arrayMap(p -> p.1, prefill_engines)))), ',') AS prefill_engine,
+    arrayStringConcat(arraySort(arrayDistinct(arrayFilter(v -> v != '', arrayMap(p -> p.2, prefill_engines)))), ',') AS prefill_version,
     backend,
     hold_start,
     hold_timeout_ms,

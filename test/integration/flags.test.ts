@@ -10,7 +10,7 @@ import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS, startHttpServer } from '../../dashboards/index.ts';
-import { createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
+import { buildScenario, createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
 import { computeFlags, formatStringListText, runQuery, type Flag } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
@@ -62,6 +62,24 @@ describe('detections against the simulator ground truth', () => {
           );
         }
         const byKey = new Map<string, LifecycleTruth>(run.truth.map((t) => [`${t.request_id}/${t.generation}`, t]));
+        // Every lifecycle flag names its engines with their versions, and its backend; each violation is critical
+        // and names its incident.
+        const config = buildScenario(name, seed).config;
+        const version = new Map([...config.prefill, ...config.decode].map((e) => [e.id, e.version]));
+        for (const flag of flags.filter((f) => PER_LIFECYCLE.includes(f.kind))) {
+          const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
+          const where = `${flag.kind} ${flag.request_id}/${flag.generation}: ${flag.summary}`;
+          assert.ok(flag.summary.includes(`decode ${t.decode_engine} (${version.get(t.decode_engine)})`), where);
+          if (t.transfers.ok + t.transfers.failed + t.transfers.timeout > 0)
+            assert.ok(flag.summary.includes(`prefill ${t.prefill_engine} (${version.get(t.prefill_engine)})`), where);
+          assert.ok(flag.summary.includes(`backend ${t.backend}`), where);
+          assert.equal(flag.scope?.decode_version, version.get(t.decode_engine), where);
+          if (flag.kind === 'open_hold') assert.equal((flag as { incident?: string }).incident, undefined, where);
+          else {
+            assert.equal(flag.severity, 'critical', where);
+            assert.match((flag as { incident?: string }).incident ?? '', /^[0-9a-f]{16}$/, where);
+          }
+        }
         for (const flag of flags.filter((f) => f.kind === 'late_write')) {
           const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
           const expected = new Map<string, number[]>();
@@ -250,7 +268,6 @@ describe('detections against the simulator ground truth', () => {
         ['/api/queries/no_such_query', /unknown query/],
         ['/api/queries/longest_holds?from=yesterday&to=2026-01-01T00:00:00Z', /from: expected an ISO 8601 time/],
         ['/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&limit=1%3B%20DROP', /limit: expected an integer/],
-        ['/api/flags?to=2026-01-01T00:00:00Z', /from and to are required/],
         [
           '/api/queries/longest_holds?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&max_rows=0',
           /max_rows: expected an integer from 1 to 1000000/,
@@ -268,6 +285,9 @@ describe('detections against the simulator ground truth', () => {
         assert.equal(bad.status, 400, path);
         assert.match(((await bad.json()) as { error: string }).error, reason);
       }
+      // Without from (or to), the 15 minutes before to (or now): an alert's "see /api/flags" works as written.
+      const lastQuarter = (await (await fetch(`${base}/api/flags?to=2026-01-01T00:00:00Z`)).json()) as { from: string; to: string };
+      assert.deepEqual([lastQuarter.from, lastQuarter.to], ['2025-12-31T23:45:00.000Z', '2026-01-01T00:00:00.000Z']);
       const rows = await fetch(`${base}/api/queries/request_timeline?request_id=${encodeURIComponent(evil)}`);
       assert.equal(rows.status, 200);
       assert.deepEqual(await rows.json(), { rows: [], truncated: false, max_rows: 10_000 });

@@ -7,7 +7,9 @@ export const RANGES = { '15m': 15 * 60_000, '1h': 3_600_000, '6h': 6 * 3_600_000
 /** The view's state, all of it in the URL query string so a pasted link reproduces the view. */
 export function readState() {
   const q = new URLSearchParams(location.search);
-  const range = q.get('range') && (q.get('range') in RANGES || q.get('range') === 'custom') ? q.get('range') : '1h';
+  // A link that names its window (an alert's: ?from=&to=&cluster=) is a custom range without saying so.
+  const named = q.get('range') ?? (q.get('from') && q.get('to') ? 'custom' : '');
+  const range = Object.hasOwn(RANGES, named) || named === 'custom' ? named : '1h';
   const refresh = Number(q.get('refresh') ?? '30');
   return {
     range,
@@ -28,6 +30,24 @@ export function windowOf(state) {
   const to = Date.now();
   return { from: new Date(to - (RANGES[state.range] ?? RANGES['1h'])).toISOString(), to: new Date(to).toISOString() };
 }
+
+/** The SVG namespace: a sparkline is built with the DOM API, as every other element, never from markup. */
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** An SVG element with its attributes; children are elements or text (as text nodes). */
+export function svgEl(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, String(v));
+  for (const c of children.flat())
+    if (c !== undefined && c !== null) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+/** "2026-12-01 10:02:03" of an ISO time (UTC, as the page's window). */
+export const shortTime = (iso) =>
+  String(iso ?? '')
+    .slice(0, 19)
+    .replace('T', ' ');
 
 export function stateQuery(state) {
   const q = new URLSearchParams();

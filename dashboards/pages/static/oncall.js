@@ -8,7 +8,9 @@ import {
   readState,
   requestHref,
   setStatus,
+  shortTime,
   stateQuery,
+  svgEl,
   table,
   url,
   windowOf,
@@ -23,7 +25,6 @@ const EVIDENCE = {
   long_transfer_tail: { anchor: '#tails', query: 'transfer_tails', label: 'tails chart' },
   kv_capacity_exhaustion: { anchor: '#kv_pinned', query: 'kv_pinned', label: 'KV chart' },
 };
-const PER_KIND_VISIBLE = 5;
 
 function scopeText(flag) {
   if (flag.request_id !== undefined) return `cluster ${flag.cluster} · request ${flag.request_id} · generation ${flag.generation}`;
@@ -37,10 +38,125 @@ function scopeText(flag) {
   return [`cluster ${flag.cluster}`, ...scope, ...numbers].join(' · ');
 }
 
+/** Violations per bucket as bars: one rect per non-empty bucket, on a baseline spanning the page's window. */
+function sparkline({ bucketSeconds, counts }, violations) {
+  const width = 160;
+  const height = 28;
+  const step = width / Math.max(1, counts.length);
+  const peak = Math.max(1, ...counts);
+  const label = `${violations} violation(s), at most ${peak} per ${bucketSeconds} s`;
+  return svgEl(
+    'svg',
+    { class: 'sparkline', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': label },
+    svgEl('title', {}, label),
+    svgEl('line', { x1: 0, x2: width, y1: height - 0.5, y2: height - 0.5, class: 'baseline' }),
+    counts.map((count, i) => {
+      if (!count) return null;
+      const h = Math.max(2, Math.round((count / peak) * (height - 2)));
+      return svgEl(
+        'rect',
+        { x: (i * step).toFixed(2), y: height - h, width: Math.max(1, step - 0.5).toFixed(2), height: h },
+        svgEl('title', {}, `${count}`),
+      );
+    }),
+  );
+}
+
+/** The engines, versions and backend of an incident, each value as text. */
+function culpritParts(culprit, cluster) {
+  const part = (label, name, version) =>
+    el(
+      'span',
+      { class: 'part' },
+      `${label} `,
+      el('b', {}, name || 'unknown'),
+      version ? el('span', { class: 'version' }, ` ${version}`) : null,
+    );
+  return el(
+    'p',
+    { class: 'culprit' },
+    part('decode', culprit.decode_engine, culprit.decode_version),
+    part('prefill', culprit.prefill_engine, culprit.prefill_version),
+    part('backend', culprit.backend),
+    part('cluster', cluster),
+  );
+}
+
+function incidentRow(incident) {
+  const listed = incident.examples.length;
+  return el(
+    'li',
+    { id: `incident-${incident.id}`, class: `incident sev-${incident.severity}`, 'data-kind': incident.kind, tabindex: '-1' },
+    el(
+      'div',
+      { class: 'incident-head' },
+      el('span', { class: `badge sev-${incident.severity}` }, incident.severity),
+      el('strong', { class: 'kind' }, incident.kind),
+      el('span', { class: 'violations' }, `× ${incident.violations}`),
+      sparkline(incident.sparkline, incident.violations),
+      el('span', { class: 'seen' }, `first ${shortTime(incident.firstSeen)} · last ${shortTime(incident.lastSeen)} UTC`),
+      incident.runbook ? el('a', { class: 'runbook', href: incident.runbook }, 'runbook') : null,
+      el('a', { class: 'permalink', href: `#incident-${incident.id}`, title: 'link to this incident' }, '#'),
+    ),
+    culpritParts(incident.culprit, incident.cluster),
+    el(
+      'p',
+      { class: 'examples' },
+      'requests: ',
+      incident.examples.flatMap((e, i) => [
+        i > 0 ? ', ' : null,
+        el('a', { class: 'example', href: requestHref(e.request_id, incident.cluster) }, e.request_id),
+        e.generation > 0 ? el('span', { class: 'muted' }, ` gen ${e.generation}`) : null,
+      ]),
+      incident.violations > listed ? el('span', { class: 'muted' }, ` and ${incident.violations - listed} more`) : null,
+    ),
+  );
+}
+
+function renderIncidents(incidents, total) {
+  const box = document.getElementById('incidents');
+  const visible = state.engine ? incidents.filter((i) => i.culprit.decode_engine === state.engine) : incidents;
+  document.getElementById('incident-count').textContent = `(${state.engine ? visible.length : total})`;
+  if (visible.length === 0) {
+    box.replaceChildren(el('p', { class: 'ok' }, 'No safety violations in this range.'));
+    return;
+  }
+  box.replaceChildren(
+    ...[
+      el('ol', { class: 'incident-list' }, visible.map(incidentRow)),
+      total > incidents.length
+        ? el('p', { class: 'muted' }, `the ${incidents.length} most recently seen of ${total} incidents are listed`)
+        : null,
+    ].filter(Boolean),
+  );
+}
+
+let scrolledTo = '';
+/** Highlights the incident the URL names (an alert's link), and scrolls to it once per navigation. */
+function markIncident() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  for (const row of document.querySelectorAll('.incident.highlight')) row.classList.remove('highlight');
+  document.getElementById('incident-missing')?.remove();
+  if (!id.startsWith('incident-')) return;
+  const row = document.getElementById(id);
+  if (!row) {
+    document
+      .getElementById('incidents')
+      .prepend(el('p', { id: 'incident-missing', class: 'error' }, 'The incident of this link has no violation in this range or filter.'));
+    return;
+  }
+  row.classList.add('highlight');
+  if (scrolledTo === id) return;
+  scrolledTo = id;
+  row.scrollIntoView({ block: 'start' });
+  row.focus({ preventScroll: true });
+}
+
 function flagItem(flag, window) {
   const links = [];
   if (flag.request_id !== undefined) {
     links.push(el('a', { class: 'evidence', href: requestHref(flag.request_id, flag.cluster) }, 'timeline →'));
+    if (flag.incident) links.push(el('a', { class: 'evidence incident-link', href: `#incident-${flag.incident}` }, 'incident →'));
   } else {
     const ev = EVIDENCE[flag.kind];
     if (ev) {
@@ -67,6 +183,18 @@ function flagItem(flag, window) {
   );
 }
 
+/** The heading of a kind's group: severity, kind, how many (and how many listed). */
+function groupHead(tag, kind, list, count) {
+  return el(
+    tag,
+    {},
+    el('span', { class: `badge sev-${list[0].severity}` }, list[0].severity),
+    ` ${kind} `,
+    el('span', { class: 'count' }, `× ${count}`),
+    count > list.length ? el('span', { class: 'muted' }, ` (the ${list.length} most recent listed)`) : null,
+  );
+}
+
 function renderFlags(flags, totals, window) {
   const box = document.getElementById('flags');
   const visible = state.engine ? flags.filter((f) => !f.scope?.decode_engine || f.scope.decode_engine === state.engine) : flags;
@@ -85,31 +213,24 @@ function renderFlags(flags, totals, window) {
   }
   const groups = new Map();
   for (const f of visible) groups.set(f.kind, [...(groups.get(f.kind) ?? []), f]);
-  // Distribution flags (few, about a whole engine or pairing) first within a severity, then lifecycle kinds by count.
+  // By severity; within one, distribution flags (few, about a whole engine or pairing, listed open) before the
+  // per-request kinds (closed: the incidents above group them, and a storm lists hundreds), then by count.
+  const perRequest = (list) => (list[0].request_id === undefined ? 0 : 1);
   const ordered = [...groups.entries()].sort(
     ([, a], [, b]) =>
-      (SEVERITY[a[0].severity] ?? 9) - (SEVERITY[b[0].severity] ?? 9) ||
-      (a[0].request_id === undefined ? 0 : 1) - (b[0].request_id === undefined ? 0 : 1) ||
-      b.length - a.length,
+      (SEVERITY[a[0].severity] ?? 9) - (SEVERITY[b[0].severity] ?? 9) || perRequest(a) - perRequest(b) || b.length - a.length,
   );
   box.replaceChildren(
     ...ordered.map(([kind, list]) => {
-      const head = list.slice(0, PER_KIND_VISIBLE).map((f) => flagItem(f, window));
-      const rest = list.slice(PER_KIND_VISIBLE).map((f) => flagItem(f, window));
-      return el(
-        'div',
-        { class: `flag-group sev-${list[0].severity}`, 'data-kind': kind },
-        el(
-          'h3',
-          {},
-          el('span', { class: `badge sev-${list[0].severity}` }, list[0].severity),
-          ` ${kind} `,
-          el('span', { class: 'count' }, `× ${countOf(kind)}`),
-          countOf(kind) > list.length ? el('span', { class: 'muted' }, ` (the ${list.length} most recent listed)`) : null,
-        ),
-        el('ul', {}, head),
-        rest.length ? el('details', {}, el('summary', {}, `${rest.length} more ${kind}`), el('ul', {}, rest)) : null,
+      const items = el(
+        'ul',
+        {},
+        list.map((f) => flagItem(f, window)),
       );
+      const attrs = { class: `flag-group sev-${list[0].severity}`, 'data-kind': kind };
+      return perRequest(list)
+        ? el('details', attrs, el('summary', {}, groupHead('span', kind, list, countOf(kind))), items)
+        : el('div', attrs, groupHead('h3', kind, list, countOf(kind)), items);
     }),
   );
 }
@@ -171,6 +292,10 @@ async function load() {
       url(`/charts/${a.dataset.chart}.svg`, { from: window.from, to: window.to, cluster: state.cluster, decode_engine: state.engine }),
     );
   const results = await Promise.allSettled([
+    getJson('/api/incidents', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => {
+      renderIncidents(b.incidents, b.total);
+      markIncident();
+    }),
     getJson('/api/flags', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => renderFlags(b.flags, b.totals, window)),
     getJson('/api/queries/hold_resolution_groups', { from: window.from, to: window.to, cluster: state.cluster }).then((b) => {
       fillSelect(
@@ -197,6 +322,10 @@ async function load() {
   if (state.refresh > 0 && state.range !== 'custom') timer = setTimeout(load, state.refresh * 1000);
 }
 
+globalThis.addEventListener('hashchange', () => {
+  scrolledTo = '';
+  markIncident();
+});
 bindControls(state, (next) => {
   location.search = stateQuery(next).toString();
 });
