@@ -1,11 +1,13 @@
 import { Command, Option } from 'commander';
 import { collectorConfigSchema } from '../collector/index.ts';
 import { HoldscopeError } from '../common/index.ts';
-import { pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
+import { rulesConfigSchema } from '../dashboards/index.ts';
+import { storageConfigSchema } from '../pipeline/index.ts';
 import { collectorCommand } from './collector.ts';
 import { addConfigOptions } from './options.ts';
-import { migrateCommand, pipelineCommand, serveCommand, serveConfigSchema } from './pipeline.ts';
+import { migrateCommand, pipelineCommand, pipelineCommandSchema, serveCommand, serveConfigSchema } from './pipeline.ts';
 import { queryCommand } from './query.ts';
+import { rulesCommand } from './rules.ts';
 import { simulateCommand, simulateSchema } from './simulate.ts';
 import { startCommand, startConfigSchema } from './start.ts';
 
@@ -40,7 +42,7 @@ addConfigOptions(
   program
     .command('pipeline')
     .description('Consume PD spans from Kafka into ClickHouse lifecycle records (needs KAFKA_BROKERS or --kafka-brokers)'),
-  pipelineConfigSchema,
+  pipelineCommandSchema,
 ).action(async (opts: Record<string, unknown>) => {
   await pipelineCommand(opts);
 });
@@ -70,6 +72,17 @@ addConfigOptions(
   storageConfigSchema,
 ).action(async (name: string | undefined, opts: Record<string, unknown>) => {
   await queryCommand(name, opts);
+});
+
+addConfigOptions(
+  program
+    .command('rules')
+    .description(
+      "Print the Prometheus alerting rules with the flags' thresholds (HOLDSCOPE_FLAG_THRESHOLDS), the page's URL and the scrape jobs",
+    ),
+  rulesConfigSchema,
+).action((opts: Record<string, unknown>) => {
+  rulesCommand(opts);
 });
 
 try {

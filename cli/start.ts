@@ -4,7 +4,14 @@ import { Registry } from 'prom-client';
 import { Collector, collectorConfigSchema, type CollectorConfig } from '../collector/index.ts';
 import { key, loadConfig, shutdownTimeoutMs } from '../common/config.ts';
 import { createLogger, stopOrExit, type ClickHouseClient, type Logger } from '../common/index.ts';
-import { createLifecycleMetrics, httpServerConfigSchema, startHttpServer } from '../dashboards/index.ts';
+import {
+  createLifecycleMetrics,
+  createViolationAlerts,
+  externalUrl,
+  httpServerConfigSchema,
+  startHttpServer,
+  violationAlertsConfigSchema,
+} from '../dashboards/index.ts';
 import { spanTimeKeys, type SpanQueue } from '../contract/index.ts';
 import { SCENARIO_NAMES } from '../emitter/index.ts';
 import { loadFlagThresholds, openReadClient } from '../queries/index.ts';
@@ -54,6 +61,8 @@ export const startConfigSchema = z.object({
     placeholder: 'dir',
   }),
   shutdownTimeoutMs: shutdownTimeoutMs(),
+  externalUrl: externalUrl(),
+  ...violationAlertsConfigSchema.shape,
   ...spanTimeKeys,
 });
 
@@ -68,15 +77,25 @@ async function startIngest(
   collectorConfig: CollectorConfig,
   storage: StorageConfig,
   time: { maxClockSkewMs: number; retentionDays: number },
-  { client, metrics, log }: { client: ClickHouseClient; metrics: PipelineMetrics; log: Logger },
+  {
+    client,
+    metrics,
+    log,
+    onRecordsStored,
+  }: { client: ClickHouseClient; metrics: PipelineMetrics; log: Logger; onRecordsStored: () => void },
 ): Promise<{ pipeline?: Pipeline; queue?: SpanQueue }> {
   if (collectorConfig.kafkaBrokers.length > 0) {
-    const pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data, ...time }), { log, metrics, client });
+    const pipeline = new Pipeline(loadConfig(pipelineConfigSchema, { data: storage.data, ...time }), {
+      log,
+      metrics,
+      client,
+      onRecordsStored,
+    });
     await pipeline.start();
     log.info({ kafkaBrokers: collectorConfig.kafkaBrokers }, 'spans go through Kafka (KAFKA_BROKERS)');
     return { pipeline };
   }
-  const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}) }, metrics, log);
+  const writer = createWriter(client, { database: storage.database, ...loadConfig(writerConfigSchema, {}), onRecordsStored }, metrics, log);
   log.info(
     'no KAFKA_BROKERS: spans go from the collector to ClickHouse through an in-process queue (acknowledged once stored; ' +
       'nothing buffers them while ClickHouse is down, so senders retry). Set KAFKA_BROKERS to run through Kafka.',
@@ -102,21 +121,38 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
   const options = loadConfig(startConfigSchema, flags);
   const time = { maxClockSkewMs: options.maxClockSkewMs, retentionDays: options.retentionDays };
   const collectorConfig = loadConfig(collectorConfigSchema, { port: options.otlpPort, host: options.otlpHost, ...time });
-  const { httpPort, httpHost, httpToken, ...readLimits } = loadConfig(httpServerConfigSchema, {
+  const {
+    httpPort,
+    httpHost,
+    httpToken,
+    externalUrl: pagesUrl,
+    ...readLimits
+  } = loadConfig(httpServerConfigSchema, {
     httpPort: options.httpPort,
     httpHost: options.httpHost,
+    externalUrl: options.externalUrl,
   });
   const storage = loadConfig(storageConfigSchema, { data: join(options.data, 'clickhouse'), retentionDays: options.retentionDays });
   const log = createLogger('start');
   const client = await openStorage(storage, log);
   const metrics = createPipelineMetrics();
-  const { pipeline, queue } = await startIngest(collectorConfig, storage, time, { client, metrics, log });
+  // Reads get a connection of their own: on embedded ClickHouse a query waits for the one before it on its connection,
+  // so the pages, gauges and violation lookups would otherwise hold the collector's INSERTs back for as long as they run.
+  const readClient = await openReadClient(clickHouseConnection(storage));
+  // Each stored batch of records nudges the violation push (a no-op until it starts, and without an Alertmanager).
+  const violationAlerts = createViolationAlerts({
+    config: options,
+    externalUrl: pagesUrl,
+    client: readClient,
+    database: storage.database,
+    readLimits,
+    log,
+  });
+  const onRecordsStored = () => violationAlerts.nudge();
+  const { pipeline, queue } = await startIngest(collectorConfig, storage, time, { client, metrics, log, onRecordsStored });
   const collector = new Collector(collectorConfig, { log, queue });
   let accepting = false;
   const flagThresholds = loadFlagThresholds();
-  // Reads get a connection of their own: on embedded ClickHouse a query waits for the one before it on its connection,
-  // so the pages and gauges would otherwise hold the collector's INSERTs back for as long as they run.
-  const readClient = await openReadClient(clickHouseConnection(storage));
   const lifecycleMetrics = createLifecycleMetrics({
     client: readClient,
     database: storage.database,
@@ -125,7 +161,13 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
     readLimits,
   });
   lifecycleMetrics.start();
-  const metricsRegistry = Registry.merge([lifecycleMetrics.registry, metrics.registry, collector.metrics.registry]);
+  violationAlerts.start();
+  const metricsRegistry = Registry.merge([
+    lifecycleMetrics.registry,
+    violationAlerts.registry,
+    metrics.registry,
+    collector.metrics.registry,
+  ]);
   const http = await startHttpServer({
     port: httpPort,
     host: httpHost,
@@ -178,6 +220,10 @@ export async function startCommand(flags: Record<string, unknown>): Promise<void
     // then waits for nobody. A sender is told 200 only for stored spans.
     await stopOrExit(log, options.shutdownTimeoutMs, async (waitingFor) => {
       lifecycleMetrics.stop();
+      const alertsStopping = () => 'the violation push (a lookup or a POST to Alertmanager being aborted)';
+      waitingFor.add(alertsStopping);
+      await violationAlerts.shutdown();
+      waitingFor.delete(alertsStopping);
       const collectorStopping = () => 'the collector (requests in progress) and, without Kafka, the ClickHouse writer';
       waitingFor.add(collectorStopping);
       await queue?.shutdown();

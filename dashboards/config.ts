@@ -2,6 +2,24 @@ import { z } from 'zod';
 import { key, port } from '../common/config.ts';
 import { readLimitsSchema } from '../queries/index.ts';
 
+/**
+ * Where people reach the pages: alerts and rules link to the incident and the runbook under it, and a link must work
+ * from the pager, so it is absolute. The default suits `npm start` on the machine itself; set it wherever the page is
+ * reached through another name, a proxy or another port.
+ */
+export const externalUrl = () =>
+  key(
+    z
+      .url({ protocol: /^https?$/, error: 'expected an absolute http(s) URL' })
+      .default('http://localhost:8080')
+      .transform((url) => url.replace(/\/+$/, '')),
+    {
+      help: 'URL at which people reach the pages: the base of the links in alerts and rules',
+      env: 'HOLDSCOPE_EXTERNAL_URL',
+      placeholder: 'url',
+    },
+  );
+
 /** The HTTP port of the pages, read API and /metrics (`holdscope serve`, and in `holdscope start`), and its reads' limits. */
 export const httpServerConfigSchema = readLimitsSchema.extend({
   httpPort: key(port().default(8080), {
@@ -22,5 +40,6 @@ export const httpServerConfigSchema = readLimitsSchema.extend({
     placeholder: 'token',
     secret: true,
   }),
+  externalUrl: externalUrl(),
 });
 export type HttpServerConfig = z.output<typeof httpServerConfigSchema>;

@@ -21,6 +21,8 @@ export interface WriterSettings {
   lingerMs: number;
   /** Least time between the starts of two record refreshes (ms); 0 when omitted. */
   refreshIntervalMs?: number;
+  /** Told after each successful record refresh (SpanWriterOptions.onRecordsStored). */
+  onRecordsStored?: () => void;
 }
 
 export function createWriter(client: ClickHouseClient, settings: WriterSettings, metrics: PipelineMetrics, log: Logger): SpanWriter {
@@ -30,6 +32,7 @@ export function createWriter(client: ClickHouseClient, settings: WriterSettings,
     maxBatchRows: settings.maxBatchRows,
     lingerMs: settings.lingerMs,
     refreshIntervalMs: settings.refreshIntervalMs,
+    onRecordsStored: settings.onRecordsStored,
     metrics,
     log,
   });
@@ -45,11 +48,13 @@ export class Pipeline {
   private writer: SpanWriter | undefined;
   private source: KafkaSource | undefined;
   private lag: { sample(): Promise<void>; stop(): Promise<void> } | undefined;
+  private readonly onRecordsStored: (() => void) | undefined;
 
   constructor(
     private readonly config: PipelineConfig,
-    options: { log?: Logger; metrics?: PipelineMetrics; client?: ClickHouseClient } = {},
+    options: { log?: Logger; metrics?: PipelineMetrics; client?: ClickHouseClient; onRecordsStored?: () => void } = {},
   ) {
+    this.onRecordsStored = options.onRecordsStored;
     this.log = options.log ?? createLogger('pipeline');
     this.metrics = options.metrics ?? createPipelineMetrics();
     this.client = options.client;
@@ -58,7 +63,7 @@ export class Pipeline {
 
   async start(): Promise<void> {
     this.client ??= await openStorage(this.config, this.log);
-    this.writer = createWriter(this.client, this.config, this.metrics, this.log);
+    this.writer = createWriter(this.client, { ...this.config, onRecordsStored: this.onRecordsStored }, this.metrics, this.log);
     const kafka = createKafka({ brokers: this.config.kafkaBrokers, clientId: `holdscope-pipeline`, log: this.log });
     this.source = new KafkaSource({
       kafka,

@@ -28,6 +28,11 @@ export interface SpanWriterOptions {
   retry?: RetryPolicy;
   metrics: PipelineMetrics;
   log: Logger;
+  /**
+   * Told after each successful record refresh: the lifecycles' records, and so their flags, are stored (the violation
+   * push looks up at once). Called synchronously and must not block; what it throws is logged and ignored.
+   */
+  onRecordsStored?: () => void;
 }
 
 interface Waiter {
@@ -303,7 +308,16 @@ export class SpanWriter {
       this.pendingRows = Math.max(0, this.pendingRows - rows);
       this.options.metrics.rowsPending.set(this.pendingRows);
     }
+    this.recordsStored();
     for (const w of waiters) w.resolve();
+  }
+
+  private recordsStored(): void {
+    try {
+      this.options.onRecordsStored?.();
+    } catch (error) {
+      this.options.log.warn({ err: (error as Error).message }, 'records-stored listener threw; ignored');
+    }
   }
 
   /**
