@@ -21,6 +21,8 @@ const debianPackages = {
     { name: 'libc6-dev', probe: ['/usr/include/stdio.h'] },
     // promtool: checks and unit-tests the alerting rules (test/integration/alert-rules.test.ts).
     { name: 'prometheus', probe: ['/usr/bin/promtool'] },
+    // Alertmanager: receives the violation alerts holdscope pushes and the rules' alerts (test/integration/alerting-e2e.test.ts).
+    { name: 'prometheus-alertmanager', probe: ['/usr/bin/prometheus-alertmanager'] },
     // Headless browser for the on-call page test (test/integration/dashboard-browser.test.ts, playwright-core).
     { name: 'chromium', probe: ['/usr/bin/chromium'] },
   ],

@@ -4,64 +4,19 @@
  * (the writer in its retry loop) exits promptly, refusing what it did not store.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { encodeOtlpProtobuf } from '../../contract/index.ts';
 import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-server.ts';
 import { holdRequest, holdSpan, nowNs } from '../support/fuzz-otlp.ts';
 import { randomDatabase } from '../support/stack.ts';
+import { startHoldscope } from '../support/start-process.ts';
 import { waitFor } from '../support/truth-check.ts';
 
-interface Started {
-  child: ChildProcess;
-  otlpPort: number;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** `holdscope start --no-simulate` on `clickhouseUrl`; resolves once it logged its ports. */
-async function start(clickhouseUrl: string, database: string): Promise<Started> {
-  const child = spawn(
-    process.execPath,
-    [
-      'bin/holdscope.js',
-      'start',
-      '--no-simulate',
-      '--http-port',
-      '0',
-      '--otlp-port',
-      '0',
-      '--data',
-      mkdtempSync(join(tmpdir(), 'holdscope-start-')),
-    ],
-    {
-      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: database },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const otlpPort = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
-    const look = () => {
-      const line = stderr.split('\n').find((l) => l.includes('"msg":"ports"'));
-      if (!line) return;
-      clearTimeout(timer);
-      child.stderr?.off('data', look);
-      resolve((JSON.parse(line) as { otlpPort: number }).otlpPort);
-    };
-    child.stderr?.on('data', look);
-    void exited.then(({ code }) => reject(new Error(`holdscope start exited with ${code}:\n${stderr.slice(-3000)}`)));
-  });
-  return { child, otlpPort, stderr: () => stderr, exited };
-}
+/** `holdscope start --no-simulate` on `clickhouseUrl`. */
+const start = (clickhouseUrl: string, database: string) =>
+  startHoldscope(['--no-simulate'], { CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: database });
 
 /** POSTs one OTLP protobuf request of `pd.hold` spans for these request ids; resolves with the status and how long it took. */
 async function send(otlpPort: number, requestIds: string[]): Promise<{ status: number; ms: number }> {
@@ -99,7 +54,7 @@ describe('holdscope start without Kafka, under faults', { timeout: 120_000 }, ()
       });
 
       const mixed = await send(s.otlpPort, ['fine-1', 'poison-1', 'fine-2']);
-      assert.equal(mixed.status, 200, s.stderr().slice(-3000));
+      assert.equal(mixed.status, 200, s.log().slice(-3000));
       const after = await send(s.otlpPort, ['fine-3']);
       assert.equal(after.status, 200);
       assert.ok(after.ms < 3000, `a valid request after the refused span took ${Math.round(after.ms)} ms`);
@@ -124,15 +79,15 @@ describe('holdscope start without Kafka, under faults', { timeout: 120_000 }, ()
       const waiting = send(s.otlpPort, ['fine-4']);
       await waitFor(
         'the writer retrying',
-        async () => /inserting \d+ span rows failed; retrying/.test(s.stderr()),
+        async () => /inserting \d+ span rows failed; retrying/.test(s.log()),
         15_000,
-        () => s.stderr().slice(-3000),
+        () => s.log().slice(-3000),
       );
       const stopping = performance.now();
       s.child.kill('SIGTERM');
       const exit = await s.exited;
       const stopMs = performance.now() - stopping;
-      assert.deepEqual(exit, { code: 0, signal: null }, s.stderr().slice(-3000));
+      assert.deepEqual(exit, { code: 0, signal: null }, s.log().slice(-3000));
       assert.ok(stopMs < 8000, `SIGTERM took ${Math.round(stopMs)} ms to exit`);
       assert.equal((await waiting).status, 503, 'the spans not stored are refused, for the sender to retry');
     } finally {

@@ -1,66 +1,14 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { createPdEmitter } from '../../emitter/index.ts';
+import { startHoldscope, stopHoldscope } from '../support/start-process.ts';
 
-interface Started {
-  child: ChildProcess;
-  otlpPort: number;
-  httpPort: number;
-  startedInMs: number;
-}
-
-/** Runs `holdscope start` as a user would and waits for its ports and a healthy /healthz. */
-async function start(args: string[], env: Record<string, string> = {}): Promise<Started> {
-  const began = Date.now();
-  const child = spawn(
-    process.execPath,
-    [
-      'bin/holdscope.js',
-      'start',
-      '--http-port',
-      '0',
-      '--otlp-port',
-      '0',
-      '--data',
-      mkdtempSync(join(tmpdir(), 'holdscope-start-')),
-      ...args,
-    ],
-    {
-      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let stderr = '';
-  const ports = await new Promise<{ otlpPort: number; httpPort: number }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const line = stderr.split('\n').find((l) => l.includes('"msg":"ports"'));
-      if (line) {
-        clearTimeout(timer);
-        resolve(JSON.parse(line) as { otlpPort: number; httpPort: number });
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`holdscope start exited with ${code}:\n${stderr.slice(-3000)}`)));
-  });
-  const health = await fetch(`http://127.0.0.1:${ports.httpPort}/healthz`);
-  assert.equal(health.status, 200);
-  return { child, ...ports, startedInMs: Date.now() - began };
-}
-
-async function stop(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return child.exitCode;
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.kill('SIGINT');
-  return exited;
-}
+const start = startHoldscope;
+const stop = stopHoldscope;
 
 async function poll(url: string, timeoutMs: number, init?: RequestInit): Promise<Response> {
   const deadline = Date.now() + timeoutMs;
