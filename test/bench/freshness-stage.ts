@@ -1,19 +1,46 @@
 /**
  * The bench's freshness stage: a collector, a pipeline process and the read API on a topic and database of their
- * own, fed captured simulator requests at a fixed rate, with probe spans timed from export to visibility.
+ * own, fed captured simulator requests at a fixed rate, with probe spans timed from export to visibility; and the
+ * pipeline pushing its violation alerts to a real Alertmanager, with a violation probe a second timed from the
+ * collector's answer to Alertmanager's.
  */
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
-import { buildWorkload, measureFreshness, percentile, type FreshnessResult } from './freshness.ts';
+import type { PipelineProcess } from '../support/pipeline-process.ts';
+import { buildWorkload, measureFreshness, percentile, type FreshnessResult, type Workload } from './freshness.ts';
 import { spawnPipeline } from './pipeline-process.ts';
 import { progress, stage } from './report.ts';
+import {
+  buildViolationProbes,
+  recordComputedAfterMs,
+  sendViolationProbes,
+  startAlertReceiver,
+  type AlertReceiver,
+  type ViolationAlertResult,
+} from './violation-alerts.ts';
 
 export interface FreshnessStageResult extends FreshnessResult {
   p50Ms: number;
   p99Ms: number;
+  alerts: ViolationAlertResult & {
+    p50Ms: number;
+    p99Ms: number;
+    /** Collector's 200 → the probe's flagged record computed (its computed_at, as its INSERT began). */
+    recordP50Ms: number;
+    recordP99Ms: number;
+    /** That computed_at → Alertmanager's 2xx for its alert: the INSERT, then the push's lookup, queue and POST. */
+    pushP50Ms: number;
+    pushP99Ms: number;
+    /** The pipeline's mean record refresh (the INSERT the nudge waits for) and mean POST to Alertmanager, over the stage. */
+    refreshMeanMs: number;
+    postMeanMs: number;
+  };
 }
+
+/** One violation probe a second: enough samples for a p99 over a minute, and a load the push barely notices. */
+const ALERT_PROBE_EVERY_MS = 1000;
 
 export async function runFreshnessStage(options: {
   /** Names the stage's topic, database and request ids: unique per run and per stage. */
@@ -27,6 +54,8 @@ export async function runFreshnessStage(options: {
   seconds: number;
   /** How long a probe may stay unseen before it counts as never seen. */
   probeTimeoutMs: number;
+  /** How long a violation probe may go without its alert accepted before it counts as never alerted. */
+  alertTimeoutMs: number;
 }): Promise<FreshnessStageResult> {
   const { label, rate } = options;
   const topic = `bench-${options.name}`;
@@ -37,6 +66,11 @@ export async function runFreshnessStage(options: {
     rate,
     seconds: options.seconds,
     probeEvery: Math.max(1, Math.round(rate / 256 / 4)),
+    idPrefix: options.name,
+    startTimeMs: Date.now(),
+  });
+  const violationProbes = await buildViolationProbes({
+    count: Math.max(1, Math.floor((options.seconds * 1000) / ALERT_PROBE_EVERY_MS)),
     idPrefix: options.name,
     startTimeMs: Date.now(),
   });
@@ -51,48 +85,89 @@ export async function runFreshnessStage(options: {
     }),
     { log: quietLog },
   );
-  const collectorPort = await collector.start();
-  const pipeline = await spawnPipeline([
-    '--kafka-brokers',
-    options.brokers.join(','),
-    '--topics',
-    topic,
-    '--group-id',
-    `pipeline-${topic}`,
-    '--clickhouse-url',
-    options.clickhouseUrl,
-    '--database',
-    database,
-  ]);
-  const api = await startHttpServer({ port: 0, host: '127.0.0.1', client: options.client, database, log: quietLog });
+  const collectorUrl = `http://127.0.0.1:${await collector.start()}`;
+  let alertReceiver: AlertReceiver | undefined;
+  let pipeline: PipelineProcess | undefined;
+  let api: { port: number; close(): Promise<void> } | undefined;
   try {
-    // The group's first join takes seconds on the mock: wait until a first request is visible before timing.
-    const warmUp = workload.bodies[workload.bodies.length - 1];
-    if (warmUp)
-      await fetch(`http://127.0.0.1:${collectorPort}/v1/traces`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-protobuf' },
-        body: warmUp.body,
-      });
-    for (let i = 0; i < 300 && ((await pipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++)
-      await new Promise((r) => setTimeout(r, 100));
+    alertReceiver = await startAlertReceiver();
+    pipeline = await spawnPipeline([
+      '--kafka-brokers',
+      options.brokers.join(','),
+      '--topics',
+      topic,
+      '--group-id',
+      `pipeline-${topic}`,
+      '--clickhouse-url',
+      options.clickhouseUrl,
+      '--database',
+      database,
+      '--alertmanager-url',
+      alertReceiver.url,
+    ]);
+    api = await startHttpServer({ port: 0, host: '127.0.0.1', client: options.client, database, log: quietLog });
+    await warmUp(pipeline, collectorUrl, workload);
     stage(`${label}: pipeline ready, measuring`);
-    const result = await measureFreshness({
-      workload,
-      rate,
-      collectorUrl: `http://127.0.0.1:${collectorPort}`,
-      readApiUrl: `http://127.0.0.1:${api.port}`,
-      pollMs: 100,
-      timeoutMs: options.probeTimeoutMs,
-      onProgress: (sent, samples) => progress(`${label}: ${sent} spans sent, ${samples} probes seen`),
-    });
-    return { ...result, p50Ms: percentile(result.samplesMs, 50), p99Ms: percentile(result.samplesMs, 99) };
+    // The violation probes go through the same collector, interleaved with the load, from the same moment.
+    const [result, alerts] = await Promise.all([
+      measureFreshness({
+        workload,
+        rate,
+        collectorUrl,
+        readApiUrl: `http://127.0.0.1:${api.port}`,
+        pollMs: 100,
+        timeoutMs: options.probeTimeoutMs,
+        onProgress: (sent, samples) => progress(`${label}: ${sent} spans sent, ${samples} probes seen`),
+      }),
+      sendViolationProbes({
+        probes: violationProbes,
+        collectorUrl,
+        receiver: alertReceiver,
+        everyMs: ALERT_PROBE_EVERY_MS,
+        timeoutMs: options.alertTimeoutMs,
+      }),
+    ]);
+    const recordMs = await recordComputedAfterMs(options.client, database, alerts.acceptedAtMs);
+    const m = await pipeline.metrics();
+    const meanMs = (name: string) => ((m[`${name}_sum`] ?? NaN) / (m[`${name}_count`] ?? NaN)) * 1000;
+    // Per probe: the record computed → Alertmanager's 2xx (the INSERT, then the push's lookup, queue and POST).
+    const pushMs = [...alerts.alertedAfterMs].map(([id, ms]) => ms - (recordMs.get(id) ?? NaN)).filter(Number.isFinite);
+    return {
+      ...result,
+      p50Ms: percentile(result.samplesMs, 50),
+      p99Ms: percentile(result.samplesMs, 99),
+      alerts: {
+        ...alerts,
+        p50Ms: percentile(alerts.samplesMs, 50),
+        p99Ms: percentile(alerts.samplesMs, 99),
+        recordP50Ms: percentile([...recordMs.values()], 50),
+        recordP99Ms: percentile([...recordMs.values()], 99),
+        pushP50Ms: percentile(pushMs, 50),
+        pushP99Ms: percentile(pushMs, 99),
+        refreshMeanMs: meanMs('holdscope_pipeline_record_refresh_duration_seconds'),
+        postMeanMs: meanMs('holdscope_violation_alert_push_seconds'),
+      },
+    };
   } finally {
     stage(`${label}: stopping`);
-    await api.close();
-    await pipeline.stop();
+    await api?.close();
+    await pipeline?.stop();
+    await alertReceiver?.stop();
     await collector.shutdown();
     // Its records are not read again, and their merges would share the cores with the stages after it.
     await options.client.command({ query: 'DROP DATABASE IF EXISTS {db:Identifier}', query_params: { db: database } });
   }
+}
+
+/** The group's first join takes seconds on the mock: one request, and a wait until its rows are stored, before timing. */
+async function warmUp(pipeline: PipelineProcess, collectorUrl: string, workload: Workload): Promise<void> {
+  const first = workload.bodies[workload.bodies.length - 1];
+  if (first)
+    await fetch(`${collectorUrl}/v1/traces`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-protobuf' },
+      body: first.body,
+    });
+  for (let i = 0; i < 300 && ((await pipeline.metrics()).holdscope_pipeline_rows_inserted_total ?? 0) === 0; i++)
+    await new Promise((r) => setTimeout(r, 100));
 }
