@@ -73,15 +73,18 @@ export function kvGauges(rows: readonly PinnedRow[], readFromMs: number, cover: 
       stormPinned = Math.max(stormPinned, share(w.row));
     }
     const windows = engineRows.map((r) => ({ t: clickHouseTimeMs(r.window_start), aborts: Number(r.aborts) || 0 }));
+    // The median the verdict uses: over the engine's own windows, none before its data began (queries/storms.ts).
+    const readyFrom = baselineReadyFrom(clickHouseTimeMs(head.engine_since), seriesFirst, rule.warmUpWindows);
+    const baselineFrom = Math.max(seriesFirst, readyFrom - rule.warmUpWindows * STORM_WINDOW_MS);
     return {
       cluster: head.cluster,
       decode_engine: head.decode_engine,
       pinnedFraction: capacity > 0 ? pinned : undefined,
       stormPinnedFraction: stormPinned,
       abortStorm,
-      baselineReady: latest >= baselineReadyFrom(clickHouseTimeMs(head.engine_since), seriesFirst, rule.warmUpWindows),
+      baselineReady: latest >= readyFrom,
       windowAborts: windows.find((w) => w.t === latest)?.aborts ?? 0,
-      trailingMedian: trailingMedianAborts(windows, latest, seriesFirst, rule.trailingWindows),
+      trailingMedian: trailingMedianAborts(windows, latest, baselineFrom, rule.trailingWindows),
     };
   });
 }

@@ -288,3 +288,26 @@ describe('the gauges cover every window completed since the previous refresh', (
     assert.deepEqual(coveredWindows(base + 5_000, base + 60_000, base - 900_000), { fromMs: base - 10_000, toMs: base });
   });
 });
+
+describe('the trailing-median gauge', () => {
+  it("is the verdict's baseline: the median of the engine's own windows, none before its data began", () => {
+    const thresholds = flagThresholdsSchema.parse({});
+    const start = Date.UTC(2026, 11, 4, 9);
+    const since = start + 3_000;
+    // Ten aborts in every window from the engine's first one; the read reaches 15 minutes back, long before it.
+    const rows: PinnedRow[] = Array.from({ length: 12 }, (_, k) => ({
+      cluster: 'c',
+      decode_engine: 'd',
+      window_start: new Date(start + k * STORM_WINDOW_MS).toISOString(),
+      aborts: 10,
+      peak_pinned_slots: 10,
+      capacity_slots: 1000,
+      engine_since: new Date(since).toISOString(),
+    }));
+    const now = start + 12 * STORM_WINDOW_MS + 1_000;
+    const [gauge] = kvGauges(rows, now - 15 * 60_000, coveredWindows(now, undefined, now - 15 * 60_000), thresholds);
+    assert.equal(gauge?.baselineReady, true);
+    assert.equal(gauge?.trailingMedian, 10, 'zeros before the engine existed would make it 0');
+    assert.equal(gauge?.abortStorm, false);
+  });
+});
