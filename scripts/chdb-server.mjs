@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A real ClickHouse HTTP server for tests, served by chdb's libchdb.so (ClickHouse 26.x as a library).
 //
-//   node scripts/chdb-server.mjs --path DIR [--port PORT] [--ready-timeout-ms MS] [--exit-with-stdin] [--no-precheck]
+//   node scripts/chdb-server.mjs --path DIR [--port PORT] [--tcp-port PORT] [--config-file FILE] [--ready-timeout-ms MS]
+//                                [--exit-with-stdin] [--no-precheck]
 //
 // It calls the clickhouse-local entry point `chdb_query_cmdline(int argc, char **argv)` (chdb.h) through ffi-rs
 // on a thread of its own, with a multi-statement query that starts the HTTP listener and then runs a query that
@@ -11,6 +12,11 @@
 // Stops on SIGTERM, SIGINT or SIGHUP (and on stdin EOF with --exit-with-stdin) with exit code 0, at once: the
 // process ends through _exit(2), because any normal Node exit waits forever for the ClickHouse thread. Data of
 // finished INSERTs is already in the data directory's files by then.
+//
+// For a cluster of such servers (test/support/clickhouse-cluster.ts): `--config-file FILE` hands ClickHouse a
+// config (macros, remote_servers, max_server_memory_usage, ...), and `--tcp-port PORT` (a fixed port, not 0:
+// remote_servers in the other nodes' configs names it) also starts the native-protocol listener, which
+// Distributed tables use between nodes. Without either, the server is HTTP only, as before.
 //
 // Exit codes: 0 stopped by a signal / stdin EOF; 1 ClickHouse failed to start (its own "Code: NNN" line is on
 // stderr above the script's message); 2 bad arguments; 3 the data directory is locked by another ClickHouse
@@ -63,6 +69,8 @@ try {
     options: {
       path: { type: 'string' },
       port: { type: 'string', default: '0' },
+      'tcp-port': { type: 'string' },
+      'config-file': { type: 'string' },
       'ready-timeout-ms': { type: 'string', default: '15000' },
       'exit-with-stdin': { type: 'boolean', default: false },
       'no-precheck': { type: 'boolean', default: false },
@@ -70,13 +78,21 @@ try {
     strict: true,
   }).values;
 } catch (err) {
-  die(2, `${err.message}\nusage: node scripts/chdb-server.mjs --path DIR [--port PORT] [--ready-timeout-ms MS] [--exit-with-stdin]`);
+  die(
+    2,
+    `${err.message}\nusage: node scripts/chdb-server.mjs --path DIR [--port PORT] [--tcp-port PORT] [--config-file FILE] [--ready-timeout-ms MS] [--exit-with-stdin]`,
+  );
 }
 if (!args.path) die(2, '--path DIR is required');
 const dataPath = resolve(args.path);
 const port = Number(args.port);
 const readyTimeoutMs = Number(args['ready-timeout-ms']);
 if (!Number.isInteger(port) || port < 0 || port > 65535) die(2, `--port must be an integer in 0..65535, got ${args.port}`);
+const tcpPort = args['tcp-port'] === undefined ? undefined : Number(args['tcp-port']);
+if (tcpPort !== undefined && (!Number.isInteger(tcpPort) || tcpPort < 1 || tcpPort > 65535))
+  die(2, `--tcp-port must be an integer in 1..65535, got ${args['tcp-port']}`);
+const configFile = args['config-file'] === undefined ? undefined : resolve(args['config-file']);
+if (configFile !== undefined && !existsSync(configFile)) die(2, `--config-file ${configFile} does not exist`);
 if (!Number.isFinite(readyTimeoutMs) || readyTimeoutMs <= 0)
   die(2, `--ready-timeout-ms must be a positive number, got ${args['ready-timeout-ms']}`);
 
@@ -149,7 +165,7 @@ function checkNotLocked() {
   }
 }
 
-function checkPortFree() {
+function checkPortFree(port) {
   if (port === 0) return Promise.resolve();
   return new Promise((resolvePromise) => {
     const probe = createServer();
@@ -167,7 +183,8 @@ function checkPortFree() {
 
 if (!args['no-precheck']) {
   checkNotLocked();
-  await checkPortFree();
+  await checkPortFree(port);
+  if (tcpPort !== undefined) await checkPortFree(tcpPort);
 }
 
 // ---- start ClickHouse ----
@@ -189,6 +206,7 @@ load({
 portFile = join(tmpdir(), `chdb-server-${process.pid}-${randomBytes(4).toString('hex')}.port`);
 const sqlString = (s) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 const query = [
+  ...(tcpPort === undefined ? [] : ['SYSTEM START LISTEN TCP']),
   'SYSTEM START LISTEN HTTP',
   `SELECT getServerPort('http_port') INTO OUTFILE ${sqlString(portFile)} TRUNCATE FORMAT TSV`,
   // One row a second for ever: the server lives as long as this query (sleepEachRow's 3 s cap lifted below).
@@ -196,7 +214,9 @@ const query = [
 ].join('; ');
 const argv = [
   'clickhouse',
+  ...(configFile === undefined ? [] : [`--config-file=${configFile}`]),
   `--path=${dataPath}`,
+  ...(tcpPort === undefined ? [] : [`--tcp_port=${tcpPort}`]),
   `--http_port=${port}`,
   '--listen_host=127.0.0.1',
   '--function_sleep_max_microseconds_per_block=0',

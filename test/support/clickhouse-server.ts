@@ -35,7 +35,17 @@ export interface ClickHouseServerOptions {
   path?: string;
   /** HTTP port on 127.0.0.1. Default 0: ClickHouse picks a free one, which restart() then keeps. */
   port?: number;
+  /**
+   * Also serve the native protocol on this fixed port (what Distributed tables use between the nodes of a
+   * cluster; fixed because the other nodes' remote_servers name it). Default: HTTP only.
+   */
+  tcpPort?: number;
+  /** A ClickHouse config file (macros, remote_servers, max_server_memory_usage, ...). Default: none. */
+  configFile?: string;
 }
+
+/** What a server is started with besides its path and HTTP port (kept for restart()). */
+type ServerExtras = Pick<ClickHouseServerOptions, 'tcpPort' | 'configFile'>;
 
 export interface ClickHouseServer {
   /** `http://127.0.0.1:PORT` */
@@ -86,9 +96,14 @@ async function spawnServer(
   path: string,
   port: number,
   onExit: (exit: { code: number | null; signal: NodeJS.Signals | null }) => void,
+  extras: ServerExtras = {},
 ): Promise<Running> {
   installExitHook();
-  const child = spawn(process.execPath, [SCRIPT, '--path', path, '--port', String(port), '--exit-with-stdin'], {
+  const extraArgs = [
+    ...(extras.tcpPort === undefined ? [] : ['--tcp-port', String(extras.tcpPort)]),
+    ...(extras.configFile === undefined ? [] : ['--config-file', extras.configFile]),
+  ];
+  const child = spawn(process.execPath, [SCRIPT, '--path', path, '--port', String(port), ...extraArgs, '--exit-with-stdin'], {
     cwd: PROJECT_ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -153,7 +168,8 @@ export async function startClickHouseServer(options: ClickHouseServerOptions = {
     lastExit = exit;
   };
 
-  let running: Running | undefined = await spawnServer(dataPath, options.port ?? 0, onExit);
+  const extras: ServerExtras = { tcpPort: options.tcpPort, configFile: options.configFile };
+  let running: Running | undefined = await spawnServer(dataPath, options.port ?? 0, onExit, extras);
   const port = running.port;
 
   const signalAndWait = async (signal: NodeJS.Signals, escalateAfterMs?: number): Promise<void> => {
@@ -192,7 +208,7 @@ export async function startClickHouseServer(options: ClickHouseServerOptions = {
     restart: async () => {
       await signalAndWait('SIGTERM', TERM_GRACE_MS);
       lastExit = undefined;
-      running = await spawnServer(dataPath, port, onExit);
+      running = await spawnServer(dataPath, port, onExit, extras);
     },
   };
 }
