@@ -10,8 +10,6 @@ import {
   type AttrValue,
   type OtlpSpan,
   type OtlpTraceRequest,
-} from '../contract/index.ts';
-import {
   assembleOtlpProtobuf,
   decodeOtlpProtobufBounded,
   encodeOtlpProtobuf,
@@ -19,7 +17,7 @@ import {
   encodeOtlpScope,
   encodeOtlpSpan,
   LimitError,
-} from '../contract/otlp-proto.ts';
+} from '../contract/index.ts';
 import { MESSAGE_HEADERS } from '../contract/index.ts';
 import {
   attributeProblem,

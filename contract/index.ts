@@ -5,21 +5,16 @@ export { forEachSpan } from './otlp-model.ts';
 export { validateSpan } from './validate.ts';
 export { spanTimeKeys, spanTimeWindow, type SpanTimeWindow } from './limits.ts';
 export { lifecycleKeyId, partitionKey } from './key.ts';
+export { decodeOtlpProtobuf, decodeOtlpProtobufBounded } from './otlp-decode.ts';
 export {
   assembleOtlpProtobuf,
-  clipText,
-  decodeOtlpProtobuf,
-  decodeOtlpProtobufBounded,
   encodeOtlpProtobuf,
   encodeOtlpResource,
   encodeOtlpScope,
   encodeOtlpSpan,
-  LimitError,
-  type BoundedDecode,
-  type Cut,
-  type DecodeLimits,
   type EncodedResourceSpans,
-} from './otlp-proto.ts';
+} from './otlp-encode.ts';
+export { clipText, LimitError, type BoundedDecode, type Cut, type DecodeLimits } from './otlp-limits.ts';
 export { decodeOtlpJson, decodeOtlpJsonBounded, encodeOtlpJson } from './otlp-json.ts';
 export {
   DEAD_LETTER_HEADERS,

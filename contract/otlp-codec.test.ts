@@ -7,7 +7,8 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type Readabl
 import { InputError } from '../common/errors.ts';
 import { decodeOtlpJson, encodeOtlpJson } from './otlp-json.ts';
 import type { AttrMap, AttrValue, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-import { decodeOtlpProtobuf, encodeOtlpProtobuf } from './otlp-proto.ts';
+import { decodeOtlpProtobuf } from './otlp-decode.ts';
+import { encodeOtlpProtobuf } from './otlp-encode.ts';
 
 /** AttrMaps come back with a null prototype; build expectations the same way (own `__proto__` keys included). */
 function attrs(entries: Record<string, AttrValue>): AttrMap {
@@ -138,6 +139,60 @@ describe('OTLP protobuf codec', () => {
     assertInputError(() => encodeOtlpProtobuf(oneSpan(span({ traceId: 'xyz' }))), /traceId: not a hex string/);
     assertInputError(() => encodeOtlpProtobuf(oneSpan(span({ startTimeUnixNano: -1n }))), /startTimeUnixNano/);
     assertInputError(() => encodeOtlpProtobuf(oneSpan(span({ attributes: attrs({ x: 2n ** 63n }) }))), /does not fit int64/);
+  });
+});
+
+describe('protobuf varints and fixed64, as the wire may carry them', () => {
+  const varint = (v: bigint): Buffer => {
+    const out: number[] = [];
+    for (let u = BigInt.asUintN(64, v); ; u >>= 7n) {
+      if (u < 0x80n) return Buffer.from([...out, Number(u)]);
+      out.push(Number(u & 0x7fn) | 0x80);
+    }
+  };
+  const ld = (field: number, payload: Buffer): Buffer =>
+    Buffer.concat([Buffer.from([(field << 3) | 2]), varint(BigInt(payload.length)), payload]);
+  /** A request of one span named `pd.x` whose other fields are `fields`, as bytes. */
+  const request = (fields: Buffer): Buffer => ld(1, ld(2, ld(2, Buffer.concat([ld(5, Buffer.from('pd.x')), fields]))));
+  const decodeSpan = (fields: Buffer): OtlpSpan => decodeOtlpProtobuf(request(fields)).resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+  const anyValue = (any: Buffer): AttrValue => decodeSpan(ld(9, Buffer.concat([ld(1, Buffer.from('v')), ld(2, any)]))).attributes.v!;
+
+  it('reads int_value of every length exactly: a number when safe, else a bigint', () => {
+    const safe = [0, 1, 127, 128, 2 ** 28 - 1, 2 ** 28, 2 ** 31, 2 ** 32, 2 ** 53 - 1, -1, -(2 ** 31), -(2 ** 53 - 1)];
+    for (const n of safe) assert.equal(anyValue(Buffer.concat([Buffer.from([0x18]), varint(BigInt(n))])), n);
+    for (const n of [2n ** 53n, 2n ** 63n - 1n, -(2n ** 53n), -(2n ** 63n)])
+      assert.equal(anyValue(Buffer.concat([Buffer.from([0x18]), varint(n)])), n);
+  });
+
+  it('reads bool_value from all 64 bits, and non-canonical varints by their value', () => {
+    assert.equal(anyValue(Buffer.from('1080808080808080808001', 'hex')), true); // only bit 63
+    assert.equal(anyValue(Buffer.from('1080808080808080808002', 'hex')), false); // only a bit past 64
+    assert.equal(anyValue(Buffer.from('108000', 'hex')), false);
+    assert.equal(decodeSpan(Buffer.from('30818080808000', 'hex')).kind, 1); // kind 1 in six bytes
+    assert.equal(decodeSpan(Buffer.from('30ffffffffffffffffff01', 'hex')).kind, -1);
+  });
+
+  it('reads fixed64 times exactly past 2^53', () => {
+    const fixed64 = (field: number, v: bigint) => {
+      const b = Buffer.alloc(9);
+      b[0] = (field << 3) | 1;
+      b.writeBigUInt64LE(v, 1);
+      return b;
+    };
+    const span = decodeSpan(Buffer.concat([fixed64(7, 2n ** 53n + 1n), fixed64(8, 2n ** 64n - 1n)]));
+    assert.equal(span.startTimeUnixNano, 2n ** 53n + 1n);
+    assert.equal(span.endTimeUnixNano, 2n ** 64n - 1n);
+  });
+
+  it('reads nothing past the end of the enclosing message, and no varint longer than 10 bytes', () => {
+    // A status whose length ends inside its code's varint, the next byte of the span completing it.
+    assertInputError(() => decodeSpan(Buffer.from('7a021881' + '01', 'hex')), /^protobuf: truncated or malformed message/);
+    assertInputError(
+      () => decodeSpan(Buffer.concat([ld(1, Buffer.alloc(15)).subarray(0, 10)])),
+      /^protobuf: truncated or malformed message/,
+    );
+    assertInputError(() => decodeSpan(Buffer.from('58ffffffffffffffffffff01', 'hex')), 'protobuf: invalid varint encoding');
+    assertInputError(() => decodeSpan(Buffer.from('39000000', 'hex')), /^protobuf: truncated or malformed message/);
   });
 });
 

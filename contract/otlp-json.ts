@@ -7,15 +7,15 @@ import { InputError } from '../common/errors.ts';
 import type { AttrMap, AttrValue, OtlpResourceSpans, OtlpScopeSpans, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
 import {
   clipText,
-  countSpanWithin,
   DECODE_COST as COST,
+  DecodeBudget,
   emptySpan,
   LimitError,
   MAX_ANY_VALUE_DEPTH,
+  NO_ATTRIBUTES,
   type BoundedDecode,
-  type Cut,
   type DecodeLimits,
-} from './otlp-proto.ts';
+} from './otlp-limits.ts';
 
 type Json = Record<string, unknown>;
 
@@ -73,32 +73,8 @@ export function decodeOtlpJson(body: string | unknown): OtlpTraceRequest {
  * arrays it would build count against maxDecodedBytes before it runs.
  */
 export function decodeOtlpJsonBounded(body: string | unknown, limits: DecodeLimits): BoundedDecode {
-  return decodeWith(body, new Budget(limits));
+  return decodeWith(body, new DecodeBudget(limits));
 }
-
-/** What a bounded decode has used so far. */
-class Budget {
-  spans = 0;
-  cost = 0;
-  /** Values the top-level attribute being decoded may still hold. */
-  itemsLeft = Infinity;
-  /** Items of the top-level array or key-value list being decoded, skipped ones included. */
-  topItems = 0;
-  readonly cut = new Map<AttrMap, Cut>();
-
-  constructor(readonly limits: DecodeLimits) {}
-
-  charge(bytes: number): void {
-    if ((this.cost += bytes) > this.limits.maxDecodedBytes) {
-      throw new LimitError(
-        `the request takes more than ${Math.round(this.limits.maxDecodedBytes / 1048576)} MiB of memory once decoded (too many spans, attributes or values); send smaller batches`,
-      );
-    }
-  }
-}
-
-/** Shared by spans decoded without attributes: never written to. */
-const NO_ATTRIBUTES: AttrMap = Object.freeze(Object.create(null) as AttrMap);
 
 /**
  * Objects and arrays in a JSON text (outside strings), counted without parsing: what JSON.parse would build
@@ -128,7 +104,7 @@ export function jsonContainers(bytes: Uint8Array): number {
   return count;
 }
 
-function decodeWith(body: string | unknown, budget: Budget | undefined): BoundedDecode {
+function decodeWith(body: string | unknown, budget: DecodeBudget | undefined): BoundedDecode {
   let doc = body;
   if (typeof body === 'string' || body instanceof Uint8Array) {
     if (budget) {
@@ -162,7 +138,7 @@ function decodeWith(body: string | unknown, budget: Budget | undefined): Bounded
   }
 }
 
-function requestFromJson(doc: unknown, budget: Budget | undefined): OtlpTraceRequest {
+function requestFromJson(doc: unknown, budget: DecodeBudget | undefined): OtlpTraceRequest {
   const o = object(doc, '');
   const items = list(o.resourceSpans ?? o.resource_spans, 'resourceSpans');
   const resourceSpans: OtlpResourceSpans[] = [];
@@ -177,7 +153,7 @@ function requestFromJson(doc: unknown, budget: Budget | undefined): OtlpTraceReq
   return { resourceSpans };
 }
 
-function resourceSpansFromJson(o: Json, budget: Budget | undefined): OtlpResourceSpans | undefined {
+function resourceSpansFromJson(o: Json, budget: DecodeBudget | undefined): OtlpResourceSpans | undefined {
   // Within limits the resource is decoded after its spans, and only when there are some.
   let resource: AttrMap | undefined;
   const readResource = () =>
@@ -201,7 +177,7 @@ function resourceSpansFromJson(o: Json, budget: Budget | undefined): OtlpResourc
   return { resource: resource as AttrMap, scopeSpans };
 }
 
-function scopeSpansFromJson(o: Json, budget: Budget | undefined): OtlpScopeSpans | undefined {
+function scopeSpansFromJson(o: Json, budget: DecodeBudget | undefined): OtlpScopeSpans | undefined {
   const scope = { name: '', version: '' };
   if (o.scope != null) {
     const s = object(o.scope, 'scope');
@@ -222,7 +198,7 @@ function scopeSpansFromJson(o: Json, budget: Budget | undefined): OtlpScopeSpans
   return { scope, spans };
 }
 
-function newMap(budget: Budget | undefined): AttrMap {
+function newMap(budget: DecodeBudget | undefined): AttrMap {
   budget?.charge(COST.map);
   // A null prototype keeps keys such as `__proto__` and `constructor` plain data.
   return Object.create(null) as AttrMap;
@@ -238,8 +214,8 @@ const SPAN_KINDS: Record<string, number> = {
 };
 const STATUS_CODES: Record<string, number> = { STATUS_CODE_UNSET: 0, STATUS_CODE_OK: 1, STATUS_CODE_ERROR: 2 };
 
-function spanFromJson(o: Json, budget: Budget | undefined): OtlpSpan {
-  if (budget) budget.spans = countSpanWithin(budget.spans, budget.limits.maxSpans);
+function spanFromJson(o: Json, budget: DecodeBudget | undefined): OtlpSpan {
+  budget?.countSpan();
   let attributes: unknown;
   const span = emptySpan(Object.create(null) as AttrMap);
   // One pass over the keys present serves both spellings; fields the model lacks (events, links...) are ignored.
@@ -411,7 +387,7 @@ function base64(v: unknown, path: string): Uint8Array {
  * Attributes (depth 0: a span's or resource's, within DecodeLimits.maxAttributes and, each, maxValueItems) or
  * the entries of a key-value list (deeper: each entry counts against the value's maxValueItems).
  */
-function attrsFromJson(v: unknown, depth: number, path: string, budget: Budget | undefined): AttrMap {
+function attrsFromJson(v: unknown, depth: number, path: string, budget: DecodeBudget | undefined): AttrMap {
   const items = list(v, path);
   const map = newMap(budget);
   const kept = budget && depth === 0 ? Math.min(items.length, budget.limits.maxAttributes) : items.length;
@@ -422,10 +398,7 @@ function attrsFromJson(v: unknown, depth: number, path: string, budget: Budget |
     }
     const kv = object(items[i], `${path}[${i}]`);
     const key = str(kv.key, `${path}[${i}].key`);
-    if (budget && depth === 0) {
-      budget.itemsLeft = budget.limits.maxValueItems;
-      budget.topItems = 0;
-    }
+    if (budget && depth === 0) budget.startValue();
     let value: AttrValue;
     try {
       value = anyFromJson(kv.value, depth, budget);
@@ -434,31 +407,14 @@ function attrsFromJson(v: unknown, depth: number, path: string, budget: Budget |
     }
     budget?.charge(COST.entry + key.length);
     map[key] = value;
-    if (budget && depth === 0) {
-      if (budget.itemsLeft < 0 && !budget.cut.has(map))
-        budget.cut.set(map, valueCut(key, value, budget.topItems, budget.limits.maxValueItems));
-      budget.itemsLeft = Infinity;
-    }
+    if (budget && depth === 0) budget.endValue(map, key, value);
   }
-  if (kept < items.length)
-    budget?.cut.set(map, { field: 'attribute_count', reason: `${items.length} attributes, more than the limit of ${kept}` });
+  if (kept < items.length) budget?.cutAttributes(map, items.length, kept);
   return map;
 }
 
-/** The reason for a value cut at `max` values: the same words as the protobuf decoder's. */
-function valueCut(key: string, value: AttrValue, topItems: number, max: number): Cut {
-  const what = Array.isArray(value)
-    ? topItems > max
-      ? `an array of ${topItems} items, more than the limit of ${max} values`
-      : `an array holding more than the limit of ${max} values (nested ones counted)`
-    : topItems > max
-      ? `a key-value list of ${topItems} entries, more than the limit of ${max} values`
-      : `a key-value list holding more than the limit of ${max} values (nested ones counted)`;
-  return { field: 'attribute_length', reason: `${clipText(key)}: ${what}` };
-}
-
 // eslint-disable-next-line max-lines-per-function -- one case per OTLP AnyValue member, as the protobuf decoder's
-function anyFromJson(v: unknown, depth: number, budget: Budget | undefined): AttrValue {
+function anyFromJson(v: unknown, depth: number, budget: DecodeBudget | undefined): AttrValue {
   if (v == null) return null;
   const o = object(v, '');
   let out: AttrValue = null;

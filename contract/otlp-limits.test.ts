@@ -3,18 +3,9 @@ import { describe, it } from 'node:test';
 import { InputError } from '../common/errors.ts';
 import { decodeOtlpJson, decodeOtlpJsonBounded, encodeOtlpJson, jsonContainers } from './otlp-json.ts';
 import type { AttrMap, AttrValue, OtlpSpan, OtlpTraceRequest } from './otlp-model.ts';
-import {
-  assembleOtlpProtobuf,
-  clipText,
-  decodeOtlpProtobuf,
-  decodeOtlpProtobufBounded,
-  encodeOtlpProtobuf,
-  encodeOtlpResource,
-  encodeOtlpScope,
-  encodeOtlpSpan,
-  LimitError,
-  type DecodeLimits,
-} from './otlp-proto.ts';
+import { decodeOtlpProtobuf, decodeOtlpProtobufBounded } from './otlp-decode.ts';
+import { assembleOtlpProtobuf, encodeOtlpProtobuf, encodeOtlpResource, encodeOtlpScope, encodeOtlpSpan } from './otlp-encode.ts';
+import { clipText, LimitError, type DecodeLimits } from './otlp-limits.ts';
 
 function attrs(entries: Record<string, AttrValue>): AttrMap {
   const map: AttrMap = Object.create(null);
