@@ -140,9 +140,8 @@ export class PbValues extends PbWire {
       if (tag === ((1 << 3) | 2)) {
         const stop = this.delimited();
         if (budget) {
-          if (depth === 1) budget.topItems++;
-          if (--budget.itemsLeft < 0) {
-            r.pos = stop; // past the limit: skipped, not decoded
+          if (!budget.admitItem(depth)) {
+            r.pos = stop;
             continue;
           }
           budget.charge(COST.slot);
@@ -164,12 +163,9 @@ export class PbValues extends PbWire {
       const tag = r.tag();
       if (tag === ((1 << 3) | 2)) {
         const stop = this.delimited();
-        if (budget) {
-          if (depth === 1) budget.topItems++;
-          if (--budget.itemsLeft < 0) {
-            r.pos = stop;
-            continue;
-          }
+        if (budget && !budget.admitItem(depth)) {
+          r.pos = stop; // past the limit: skipped, not decoded
+          continue;
         }
         this.keyValue(out, stop, depth);
       } else this.skip(tag);

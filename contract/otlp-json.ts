@@ -392,10 +392,7 @@ function attrsFromJson(v: unknown, depth: number, path: string, budget: DecodeBu
   const map = newMap(budget);
   const kept = budget && depth === 0 ? Math.min(items.length, budget.limits.maxAttributes) : items.length;
   for (let i = 0; i < kept; i++) {
-    if (budget && depth > 0) {
-      if (depth === 1) budget.topItems++;
-      if (--budget.itemsLeft < 0) continue; // past the limit: skipped, not decoded
-    }
+    if (budget && depth > 0 && !budget.admitItem(depth)) continue;
     const kv = object(items[i], `${path}[${i}]`);
     const key = str(kv.key, `${path}[${i}].key`);
     if (budget && depth === 0) budget.startValue();

@@ -124,6 +124,15 @@ export class DecodeBudget {
     this.topItems = 0;
   }
 
+  /**
+   * Counts one item of an array or key-value list inside such a value (`depth` 1: of the value itself) against
+   * maxValueItems; false once past it: the item is skipped, not decoded.
+   */
+  admitItem(depth: number): boolean {
+    if (depth === 1) this.topItems++;
+    return --this.itemsLeft >= 0;
+  }
+
   /** After that value, stored in `map` under `key`: reports the map cut when the value held more than it could. */
   endValue(map: AttrMap, key: string, value: AttrValue): void {
     // The first cut of a map is the one reported.
