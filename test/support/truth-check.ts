@@ -209,6 +209,25 @@ export async function partitionsBehind(mock: KafkaMock, groupId: string, topic: 
   }
 }
 
+/**
+ * Fails if librdkafka's mock dropped the oldest messages of a partition: it keeps only about 5 MB per partition
+ * and drops silently beyond that, which a test would otherwise report as spans holdscope lost.
+ */
+export async function assertMockKeptEveryMessage(mock: KafkaMock, topic: string): Promise<void> {
+  const admin = kafkaForTests(mock.brokers).admin();
+  await admin.connect();
+  try {
+    const dropped = (await admin.fetchTopicOffsets(topic)).filter((p) => Number(p.low) > 0);
+    assert.deepEqual(
+      dropped.map((p) => `partition ${p.partition}: first offset ${p.low} of ${p.high}`),
+      [],
+      'the Kafka mock dropped messages past its per-partition cap: the test produced too much, not a holdscope loss',
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Waits until the group's committed offset is the end of every partition of the topic. */
 export async function waitForGroupCaughtUp(mock: KafkaMock, groupId: string, topic: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
