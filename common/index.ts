@@ -24,3 +24,4 @@ export {
   type Readiness,
 } from './http.ts';
 export { loadConfig, key, type KeyInfo } from './config.ts';
+export { Rng } from './rng.ts';

@@ -5,4 +5,3 @@ export { buildScenario, SCENARIO_NAMES, type Scenario, type ScenarioName } from 
 export { ClusterModel, type SimSink } from './sim/model.ts';
 export { formatTruth, LifecycleFlag, type LifecycleTruth, type LateWriteTruth, type LateWriteVictim } from './sim/truth.ts';
 export { runSimulation, type SimulationOptions, type SimulationSummary } from './sim/run.ts';
-export { Rng } from './sim/rng.ts';

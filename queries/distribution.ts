@@ -1,15 +1,12 @@
 import type { ClickHouseClient } from '../common/index.ts';
 import type { Flag, FlagThresholds, FlagWindow } from './flag-model.ts';
+import { wilsonInterval } from './analysis/index.ts';
 import { runQuery, type ReadOptions } from './runner.ts';
 import { firstStormWindow, judgeEngineWindows, stormLookbackMs, type StormRule, type StormVerdict } from './storms.ts';
 
-/** Lower bound of the Wilson score interval: a share that is high with confidence, not by a handful of samples. */
-export function wilsonLowerBound(successes: number, n: number, z = 1.96): number {
-  if (n === 0) return 0;
-  const p = successes / n;
-  const z2 = z * z;
-  // At 0 successes the formula is 0 up to rounding, which can leave -4e-19: a share is never below 0.
-  return Math.max(0, (p + z2 / (2 * n) - z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n));
+/** Lower bound of the 95 % Wilson score interval: a share that is high with confidence, not by a handful of samples. */
+export function wilsonLowerBound(successes: number, n: number): number {
+  return n === 0 ? 0 : wilsonInterval({ successes, trials: n }).lower;
 }
 
 /** A row of hold_resolution_groups.sql. */

@@ -2,7 +2,7 @@ import type { ReleaseReason, TransferStatus } from '../../contract/index.ts';
 import type { PdEmitter } from '../instrument.ts';
 import type { SimConfig } from './config.ts';
 import { MinHeap } from './heap.ts';
-import { Rng } from './rng.ts';
+import { Rng } from '../../common/index.ts';
 import type { DecodeState, Lifecycle, RankState } from './state.ts';
 import { LifecycleFlag, type LifecycleTruth } from './truth.ts';
 import { lifecycleTruth } from './truth-builder.ts';

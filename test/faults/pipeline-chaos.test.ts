@@ -25,7 +25,7 @@ import { randomInt } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ScenarioName } from '../../emitter/index.ts';
-import { Rng } from '../../emitter/sim/rng.ts';
+import { Rng } from '../../common/index.ts';
 import { migrate } from '../../pipeline/index.ts';
 import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-server.ts';
 import { randomTopic, startKafkaMock } from '../support/kafka-mock.ts';

@@ -10,7 +10,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Attr, ResourceAttr, SpanName, type AttrMap, type OtlpSpan, type OtlpTraceRequest } from '../../contract/index.ts';
-import { buildScenario, Rng as SimRng, runSimulation, type ScenarioName } from '../../emitter/index.ts';
+import { Rng as SimRng } from '../../common/index.ts';
+import { buildScenario, runSimulation, type ScenarioName } from '../../emitter/index.ts';
 
 // ---------------------------------------------------------------------------------------------------------
 // Seeded randomness

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { kvPinnedSpec, MAX_KV_CHART_POINTS } from '../../dashboards/charts/specs.ts';
-import { Rng } from '../../emitter/sim/rng.ts';
+import { Rng } from '../../common/index.ts';
 import { coveredWindows, kvGauges } from '../../dashboards/lifecycle-metrics/kv.ts';
 import {
   baselineReadyFrom,

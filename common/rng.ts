@@ -1,6 +1,6 @@
 /**
- * A small seeded generator (sfc32, seeded through splitmix32) so a simulation is a pure function of its
- * seed. Each concern draws from its own stream (`fork`), so adding a draw in one place does not shift
+ * A small seeded generator (sfc32, seeded through splitmix32) so a simulation, and a bootstrap, is a pure function
+ * of its seed. Each concern draws from its own stream (`fork`), so adding a draw in one place does not shift
  * every other random choice of the run.
  */
 export class Rng {
@@ -45,6 +45,11 @@ export class Rng {
     return this.uint32() / 4294967296;
   }
 
+  /** Uniform in (0, 1): safe under log and the inverse CDFs. */
+  open(): number {
+    return (this.uint32() + 0.5) / 4294967296;
+  }
+
   chance(p: number): boolean {
     return p > 0 && this.next() < p;
   }
@@ -69,6 +74,28 @@ export class Rng {
   normal(): number {
     // Box-Muller; 1 - next() keeps the log argument in (0, 1].
     return Math.sqrt(-2 * Math.log(1 - this.next())) * Math.cos(2 * Math.PI * this.next());
+  }
+
+  /** A Poisson count with the given mean: inversion, and a rounded normal above a mean of 500 (error under 1 %). */
+  poisson(mean: number): number {
+    if (mean > 500) return Math.max(0, Math.round(mean + Math.sqrt(mean) * this.normal()));
+    let k = 0;
+    let p = Math.exp(-mean);
+    let cdf = p;
+    const u = this.next();
+    while (u > cdf && p > 0) {
+      k++;
+      p *= mean / k;
+      cdf += p;
+    }
+    return k;
+  }
+
+  /** A binomial count by summing Bernoulli draws: O(n), for the small n of tests and simulations. */
+  binomial(n: number, p: number): number {
+    let k = 0;
+    for (let i = 0; i < n; i++) if (this.next() < p) k++;
+    return k;
   }
 
   /** Lognormal with the given median and shape sigma. */
