@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { createHttpApp, createLogger, listen, loadConfig, stopOrExit, waitForSignal } from '../common/index.ts';
-import { clickHouseConnection, migrate, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
+import { clickHouseConnection, migrateStorage, Pipeline, pipelineConfigSchema, storageConfigSchema } from '../pipeline/index.ts';
 import { createClickHouse } from '../common/index.ts';
 import { shutdownTimeoutMs } from '../common/config.ts';
 import {
@@ -58,11 +58,7 @@ export async function migrateCommand(flags: Record<string, unknown>): Promise<vo
   const log = createLogger('migrate');
   const client = await createClickHouse(clickHouseConnection(config));
   try {
-    const { applied } = await migrate(
-      client,
-      { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays },
-      log,
-    );
+    const { applied } = await migrateStorage(client, config, log);
     process.stdout.write(applied.length > 0 ? `applied ${applied.join(', ')}\n` : 'schema up to date\n');
   } finally {
     await client.close();
@@ -84,7 +80,7 @@ export async function serveCommand(flags: Record<string, unknown>): Promise<void
   const log = createLogger('serve');
   // serve only reads: one client for the pages, the API and the gauges, with the reads' own queue.
   const client = await openReadClient(clickHouseConnection(storage));
-  await migrate(client, { database: storage.database, cluster: storage.clickhouseCluster, retentionDays: storage.retentionDays }, log);
+  await migrateStorage(client, storage, log);
   const flagThresholds = loadFlagThresholds();
   const lifecycleMetrics = createLifecycleMetrics({ client, database: storage.database, log, thresholds: flagThresholds, readLimits });
   lifecycleMetrics.start();

@@ -40,6 +40,35 @@ export const storageConfigSchema = z.object({
     env: 'CLICKHOUSE_CLUSTER',
     placeholder: 'name',
   }),
+  /**
+   * How the schema reaches the nodes of `clickhouseCluster`: 'on-cluster', each statement sent once with ON CLUSTER
+   * and Replicated engines (the production layout, which needs ClickHouse's DDL queue and Keeper); 'node-by-node',
+   * each statement sent to every node of `clickhouseNodes` in turn with plain engines, for a cluster without them
+   * (each node's migrations recorded on that node; replicas written by the Distributed tables, internal_replication
+   * false). Default 'on-cluster': a cluster with Keeper replicates and heals itself, which node-by-node does not.
+   */
+  clickhouseClusterDdl: key(z.enum(['on-cluster', 'node-by-node']).default('on-cluster'), {
+    help: "how the schema reaches a cluster's nodes: on-cluster (ON CLUSTER, Replicated) or node-by-node",
+    env: 'CLICKHOUSE_CLUSTER_DDL',
+    placeholder: 'mode',
+  }),
+  /**
+   * The HTTP URL of every node of the cluster (each replica of each shard), for node-by-node DDL. None by default:
+   * ON CLUSTER reaches the nodes from the one of `clickhouseUrl`, and system.clusters names their native ports only.
+   */
+  clickhouseNodes: key(
+    z
+      .string()
+      .default('')
+      .transform((s) =>
+        s
+          .split(',')
+          .map((u) => u.trim())
+          .filter((u) => u.length > 0),
+      )
+      .refine((urls) => urls.every((u) => /^https?:\/\/[^\s,]+$/.test(u)), 'expected http(s) URLs, comma-separated'),
+    { help: 'HTTP URL of every cluster node, for node-by-node DDL', env: 'CLICKHOUSE_NODES', placeholder: 'url,...' },
+  ),
   retentionDays: spanTimeKeys.retentionDays,
 });
 export type StorageConfig = z.output<typeof storageConfigSchema>;

@@ -7,7 +7,7 @@ export {
   type PipelineConfig,
   type StorageConfig,
 } from './config.ts';
-export { migrate, type SchemaOptions } from './migrate.ts';
+export { migrate, migrateStorage, type SchemaOptions } from './migrate.ts';
 export { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
 export { SpanWriter } from './writer.ts';
 export { fetchByteLimits } from './kafka-source.ts';

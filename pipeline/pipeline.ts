@@ -5,13 +5,13 @@ import { InProcessQueue } from './in-process-queue.ts';
 import { KafkaSource } from './kafka-source.ts';
 import { startLagMonitor } from './lag.ts';
 import { createPipelineMetrics, type PipelineMetrics } from './metrics.ts';
-import { migrate } from './migrate.ts';
+import { migrateStorage } from './migrate.ts';
 import { SpanWriter } from './writer.ts';
 
 /** Opens ClickHouse as configured and brings the schema up to date. */
 export async function openStorage(config: StorageConfig, log: Logger): Promise<ClickHouseClient> {
   const client = await createClickHouse(clickHouseConnection(config));
-  await migrate(client, { database: config.database, cluster: config.clickhouseCluster, retentionDays: config.retentionDays }, log);
+  await migrateStorage(client, config, log);
   return client;
 }
 

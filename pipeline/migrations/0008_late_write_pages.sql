@@ -54,7 +54,9 @@ WHERE r.late_writes > 0 AND r.is_deleted = 0 AND s.end_time > assumeNotNull(r.re
 
 -- The late writes stored before this migration: the flagged records name every late writer (0004). Through the
 -- plain names, which in a cluster are the Distributed tables (an INSERT runs on one node), as the record rebuilds do.
--- On a database whose records are computed again after this run (from before 0006), the view above fills it.
+-- On a database whose records are computed again after this run (from before 0006), the view above fills it. Spans
+-- and flagged records share their sharding key, so on a cluster each shard joins its own (distributed_product_mode
+-- 'local'; no effect on one node).
 INSERT INTO {{db}}.late_write_pages
 SELECT s.cluster, s.request_id, s.generation, s.span_id, s.rank, s.chunk_index, s.end_time AS landed_at, toString(s.decode_engine_id) AS decode_engine, s.pages
 FROM {{db}}.spans AS s
@@ -64,4 +66,5 @@ INNER JOIN
     FROM {{db}}.lifecycle_flags FINAL
     WHERE late_writes > 0
 ) AS w ON s.cluster = w.cluster AND s.request_id = w.request_id AND s.generation = w.generation
-WHERE s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND s.end_time > w.released_at;
+WHERE s.name = 'pd.transfer' AND s.transfer_status = 'ok' AND s.end_time > w.released_at
+SETTINGS distributed_product_mode = 'local';

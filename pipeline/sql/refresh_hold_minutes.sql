@@ -3,6 +3,8 @@
 -- lifecycles' holds started (pipeline/sql/touched_hold_minutes.sql), and by a rebuild for every minute with a hold.
 -- A pair with no hold left (its hold moved to an earlier minute when an earlier hold span arrived) gets an empty row.
 -- first_minute and last_minute bound the pairs' minutes, so that the read skips the rest of the table.
+-- On a cluster a minute's holds are on every shard: read through the Distributed held records (FINAL per shard is
+-- whole, a record's versions share its shard), grouped across them, and the minute's row sent to one shard.
 INSERT INTO {db:Identifier}.hold_minutes
 SELECT
     pair.1 AS cluster,

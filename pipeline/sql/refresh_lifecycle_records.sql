@@ -1,6 +1,10 @@
 -- Recomputes the stored records (migration 0003) of the given lifecycles from all their states: run by the
 -- pipeline after each INSERT of spans, for the lifecycles those spans belong to. The key filter reaches the
 -- states' primary key through the views, so the cost follows the number of keys, not the table.
+-- On a cluster the plain names are Distributed tables: the key filter is sent to every shard, each merges the states
+-- of its own lifecycles (all of a lifecycle's spans are on one shard), and the records written are sharded by the
+-- same key, so each lands on its lifecycle's shard, whose materialized views find its spans there
+-- (test/integration/cluster-mode.test.ts: the same records as one node).
 INSERT INTO {db:Identifier}.lifecycle_records
 SELECT *
 FROM {db:Identifier}.lifecycle_record_rows

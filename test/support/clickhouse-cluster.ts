@@ -197,7 +197,8 @@ function clusterOf(name: string, root: string, plans: readonly NodePlan[], serve
   const nodes = plans.map((plan, i) => toNode(plan, servers[i]!));
   let stopped = false;
   const deadNodes = (): { node: ClickHouseNode; exit: string }[] =>
-    nodes.filter((node) => node.pid === -1).map((node) => ({ node, exit: describeExit(node.lastExit) }));
+    // By its exit, not its pid: a server that crashed (SIGABRT) keeps its last pid until stop() or kill().
+    nodes.filter((node) => node.pid === -1 || node.lastExit !== undefined).map((node) => ({ node, exit: describeExit(node.lastExit) }));
   return {
     name,
     nodes,
