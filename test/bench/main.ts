@@ -19,7 +19,7 @@ import { quietLog } from '../support/stack.ts';
 import { runFreshnessStage, type FreshnessStageResult } from './freshness-stage.ts';
 import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
 import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
-import { progress, report, stage, type Figure } from './report.ts';
+import { FigureSheet, progress, report, stage } from './report.ts';
 
 const program = new Command('bench')
   .option('--quick', 'a smaller run, under 2 minutes')
@@ -58,7 +58,7 @@ for (const [key, value] of Object.entries(settings))
 
 /** A violation probe whose alert Alertmanager has not accepted this long after the collector did counts as never alerted. */
 const ALERT_TIMEOUT_MS = 30_000;
-const figures: Figure[] = [];
+const figures = new FigureSheet();
 const started = Date.now();
 const mock = await startKafkaMock({ brokers: 3 });
 const server = await startClickHouseServer();
@@ -73,7 +73,7 @@ async function waitForMerges(whose: string, name: string, when: string, minutes:
     onProgress: (n) => progress(`background merges: ${n} running`),
   });
   const tables = merges.tablesAtStart.length ? ` (${merges.tablesAtStart.join(', ')})` : '';
-  figures.push({
+  figures.add({
     name,
     value: Math.round(merges.seconds),
     unit: 's',
@@ -96,7 +96,7 @@ try {
     startTimeMs: Date.now() - 3_600_000,
     onProgress: (n) => progress(`producing the backlog: ${n} spans`),
   });
-  figures.push({
+  figures.add({
     name: 'backlog',
     value: backlog.spans,
     unit: 'spans',
@@ -119,7 +119,7 @@ try {
     onProgress: (n) => progress(`ceiling: ${n} rows`),
   });
   prepared.byOffset.clear();
-  figures.push({
+  figures.add({
     name: 'ceiling',
     value: Math.round(ceiling.spansPerSecond),
     unit: 'spans/s',
@@ -145,14 +145,14 @@ try {
     (n) => progress(`pipeline: ${n} rows`),
   );
   const ratio = drained.spansPerSecond / ceiling.spansPerSecond;
-  figures.push({
+  figures.add({
     name: 'pipeline',
     value: Math.round(drained.spansPerSecond),
     unit: 'spans/s',
     note: `holdscope pipeline process, ${drained.seconds.toFixed(2)} s`,
   });
-  figures.push({ name: 'ratio', value: Number(ratio.toFixed(3)), unit: '', goal: '>= 0.7', ok: ratio >= 0.7 });
-  figures.push({
+  figures.add({ name: 'ratio', value: Number(ratio.toFixed(3)), unit: '', goal: '>= 0.7', ok: ratio >= 0.7 });
+  figures.add({
     name: 'peak RSS',
     value: Math.round(drained.peakRssMiB),
     unit: 'MiB',
@@ -183,19 +183,19 @@ try {
   const drainMerges = await waitForMerges("the drained backlog's", 'merges settled (before freshness)', 'after the drain', quick ? 1 : 5);
   const fresh = await freshnessAt('fresh', 'freshness', settings.rate);
   const unseenNote = (r: FreshnessStageResult) => (r.unseen > 0 ? `${r.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined);
-  figures.push({
+  figures.add({
     name: 'offered load',
     value: Math.round(fresh.offeredSpansPerSecond),
     unit: 'spans/s',
     note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried`,
   });
-  figures.push({
+  figures.add({
     name: 'freshness p50',
     value: Math.round(fresh.p50Ms),
     unit: 'ms',
     note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms`,
   });
-  figures.push({
+  figures.add({
     name: 'freshness p99',
     value: Math.round(fresh.p99Ms),
     unit: 'ms',
@@ -203,7 +203,7 @@ try {
     ok: fresh.p99Ms < 2000 && fresh.unseen === 0,
     note: unseenNote(fresh),
   });
-  figures.push({
+  figures.add({
     name: 'violation alert p50',
     value: Math.round(fresh.alerts.p50Ms),
     unit: 'ms',
@@ -213,7 +213,7 @@ try {
       `p50 ${Math.round(fresh.alerts.recordP50Ms)} / p99 ${Math.round(fresh.alerts.recordP99Ms)} ms, from there to the 2xx ` +
       `p50 ${Math.round(fresh.alerts.pushP50Ms)} / p99 ${Math.round(fresh.alerts.pushP99Ms)} ms`,
   });
-  figures.push({
+  figures.add({
     name: 'violation alert p99',
     value: Math.round(fresh.alerts.p99Ms),
     unit: 'ms',
@@ -228,19 +228,19 @@ try {
   let half: FreshnessStageResult | undefined;
   if (halfLoad) {
     half = await freshnessAt('fresh-half', 'freshness at half the load', Math.round(settings.rate / 2));
-    figures.push({
+    figures.add({
       name: '  at half the load: offered',
       value: Math.round(half.offeredSpansPerSecond),
       unit: 'spans/s',
       note: `${half.rejected} requests refused or failed and retried`,
     });
-    figures.push({
+    figures.add({
       name: '  at half the load: freshness p99',
       value: Math.round(half.p99Ms),
       unit: 'ms',
       note: unseenNote(half) ?? `p50 ${Math.round(half.p50Ms)} ms, ${half.samplesMs.length} probes`,
     });
-    figures.push({
+    figures.add({
       name: '  at half the load: violation alert p99',
       value: Math.round(half.alerts.p99Ms),
       unit: 'ms',
@@ -260,7 +260,7 @@ try {
     endMs,
     onProgress: (n) => progress(`query dataset: ${n} lifecycles`),
   });
-  figures.push({
+  figures.add({
     name: 'query dataset',
     value: dataset.lifecycles,
     unit: 'lifecycles',
@@ -292,14 +292,14 @@ try {
     await queryApi.close();
   }
   for (const l of latencies)
-    figures.push({
+    figures.add({
       name: `  ${l.page} ${l.path}`,
       value: Math.round(l.p95Ms),
       unit: 'ms p95',
       note: `p50 ${Math.round(l.p50Ms)} ms, ${l.runs} runs after ${PAGE_WARM_UPS} untimed (${l.untimedMs.map((ms) => Math.round(ms)).join(', ')} ms)`,
     });
   const queryP95 = Math.max(...latencies.filter((l) => l.page === 'on-call').map((l) => l.p95Ms));
-  figures.push({
+  figures.add({
     name: 'query p95',
     value: Math.round(queryP95),
     unit: 'ms',
@@ -308,7 +308,7 @@ try {
     note: 'slowest request of the on-call page, last hour',
   });
 
-  report(figures, {
+  report(figures.all(), {
     machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
     command: `npm run bench${quick ? ' -- --quick' : ''}`,
     seconds: (Date.now() - started) / 1000,

@@ -20,6 +20,24 @@ export function stage(text: string): void {
   process.stderr.write(`[${((Date.now() - benchStarted) / 1000).toFixed(0).padStart(4)} s] ${text}\n`);
 }
 
+/**
+ * The run's figures, each also written to stderr as it is measured: a run that fails in a later stage (say, ClickHouse
+ * gone while the query dataset is built, 15 minutes in) still leaves the figures of the stages before it.
+ */
+export class FigureSheet {
+  private readonly figures: Figure[] = [];
+
+  add(figure: Figure): void {
+    this.figures.push(figure);
+    const goal = figure.goal ? ` (goal ${figure.goal}: ${figure.ok ? 'met' : 'NOT MET'})` : '';
+    stage(`  ${figure.name}: ${figure.value.toLocaleString('en-US')} ${figure.unit}${goal}`.trimEnd());
+  }
+
+  all(): Figure[] {
+    return [...this.figures];
+  }
+}
+
 export function report(
   figures: Figure[],
   run: { machine: string; command: string; seconds: number; json: Record<string, number | null> },
