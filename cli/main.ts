@@ -4,6 +4,8 @@ import { HoldscopeError } from '../common/index.ts';
 import { rulesConfigSchema } from '../dashboards/index.ts';
 import { storageConfigSchema } from '../pipeline/index.ts';
 import { collectorCommand } from './collector.ts';
+import { compareCommand, compareConfigSchema } from './compare.ts';
+import { adviseTimeoutCommand } from './advise-timeout.ts';
 import { addConfigOptions } from './options.ts';
 import { migrateCommand, pipelineCommand, pipelineCommandSchema, serveCommand, serveConfigSchema } from './pipeline.ts';
 import { queryCommand } from './query.ts';
@@ -76,6 +78,26 @@ addConfigOptions(
 
 addConfigOptions(
   program
+    .command('compare')
+    .description(
+      'Compare two arms of held records (a rollout before/after, or version A against B) per metric, with 95% intervals and verdicts',
+    )
+    .option(
+      '--baseline <selector>',
+      'the baseline arm: "key=value ..." of cluster, decode_engine, decode_version, prefill_engine, prefill_version, backend, from, to',
+    )
+    .option('--candidate <selector>', 'the candidate arm, as --baseline')
+    .option('--both <selector>', 'keys both arms share (an arm\'s own key overrides), e.g. "cluster=prod from=-1h"')
+    .option('--rollout-at <time>', 'baseline = the --window before this time, candidate = the --window after it (ISO 8601 or -2h)')
+    .option('--window <duration>', 'with --rollout-at: each arm this long (e.g. 30m, 1h; default 1h)')
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json']).default('table')),
+  compareConfigSchema,
+).action(async (opts: Record<string, unknown>) => {
+  await compareCommand(opts);
+});
+
+addConfigOptions(
+  program
     .command('rules')
     .description(
       "Print the Prometheus alerting rules with the flags' thresholds (HOLDSCOPE_FLAG_THRESHOLDS), the page's URL and the scrape jobs",
@@ -83,6 +105,22 @@ addConfigOptions(
   rulesConfigSchema,
 ).action((opts: Record<string, unknown>) => {
   rulesCommand(opts);
+});
+
+addConfigOptions(
+  program
+    .command('advise-timeout')
+    .description(
+      'Advise a hold timeout per pairing and decode engine from the measured transfer tails, with its interval and its cost in KV',
+    )
+    .option('--from <time>', 'holds starting at or after this time: ISO 8601 or relative to now (-6h, -30m)', '-6h')
+    .option('--to <time>', 'holds starting before this time: ISO 8601, now or relative to now', 'now')
+    .option('--cluster <name>', 'one cluster (default: all)')
+    .option('--target <probability>', 'largest acceptable probability that a write lands after release, in (0, 0.5)', '1e-4')
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json']).default('table')),
+  storageConfigSchema,
+).action(async (opts: Record<string, unknown>) => {
+  await adviseTimeoutCommand(opts);
 });
 
 try {

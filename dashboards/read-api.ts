@@ -1,11 +1,16 @@
 import express, { type Request, type Response } from 'express';
 import { InputError, type ClickHouseClient } from '../common/index.ts';
 import {
+  compareArms,
+  adviceWindow,
+  adviseHoldTimeouts,
   computeFlags,
   DEFAULT_READ_LIMITS,
   getQuery,
   listIncidents,
   listQueries,
+  parseCompareRequest,
+  parseTarget,
   readWindow,
   runQuery,
   runQueryCapped,
@@ -39,7 +44,7 @@ export const MAX_LOOKUP_REQUEST_IDS = 200;
 export const DEFAULT_FLAG_WINDOW_MS = 15 * 60_000;
 
 /** Query-string values as strings: repeated keys and nested objects are refused, not guessed at. */
-function stringParams(query: Request['query']): Record<string, string> {
+export function stringParams(query: Request['query']): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(query)) {
     if (typeof value !== 'string') throw new InputError(`parameter ${JSON.stringify(key)} must be given once, as a plain value`);
@@ -134,6 +139,23 @@ export function createReadApi({ client, database, flagThresholds, readLimits = D
       return { ...incident, alertname, runbook: `/runbooks#${headingAnchor(alertname)}` };
     });
     res.json({ from: window.from, to: window.to, incidents, total: report.total });
+  });
+  // Two arms of held records compared per metric (queries/compare.ts): `baseline.KEY`, `candidate.KEY`, `both.KEY` or
+  // `rollout_at` and `window`, parsed by the same function as `holdscope compare`; an unknown key is a 400 naming it.
+  router.get('/api/compare', async (req: Request, res: Response) => {
+    const request = parseCompareRequest(stringParams(req.query), readLimits);
+    res.json(await compareArms(client, database, request, { thresholds: flagThresholds, limits: readLimits }));
+  });
+  // The hold-timeout advice (queries/advice.ts): per pairing and decode engine, the timeout for a target probability
+  // of a write landing after release, its interval and its cost in KV.
+  router.get('/api/advice', async (req: Request, res: Response) => {
+    const { from, to, cluster, target, ...rest } = stringParams(req.query);
+    if (Object.keys(rest).length > 0)
+      throw new InputError(`unknown parameter(s) ${Object.keys(rest).join(', ')}; /api/advice takes from, to, cluster, target`);
+    const window = adviceWindow(from, to, readLimits);
+    const probability = parseTarget(target);
+    const options = { target: probability, thresholds: flagThresholds, limits: readLimits };
+    res.json(await adviseHoldTimeouts(client, database, { ...window, cluster }, options));
   });
   router.get('/api/queries', (_req, res) => {
     res.json({ queries: [...listQueries().values()].map(({ name, purpose, params, columns }) => ({ name, purpose, params, columns })) });

@@ -60,3 +60,14 @@ export {
   type PinnedWindow,
   type TailRow,
 } from './distribution.ts';
+export { compareArms, type ArmReport, type ArmSummary, type ComparisonReport, type MetricComparison } from './compare.ts';
+export { parseCompareRequest, parseSelectorText, type ArmSelector, type CompareRequest } from './compare-selector.ts';
+export {
+  adviceWindow,
+  adviseHoldTimeouts,
+  parseTarget,
+  peakPinnedSlots,
+  type AdviceReport,
+  type HoldTimeoutAdvice,
+  type StormHold,
+} from './advice.ts';

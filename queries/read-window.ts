@@ -198,3 +198,27 @@ export function readWindow(
   checkReadWindow(fromMs, toMs, limits.maxReadWindowMs);
   return { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
 }
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+
+/** `90s`, `30m`, `1h`, `1.5d` as ms, or undefined when it is not one. */
+export function durationMs(text: string): number | undefined {
+  const m = DURATION.exec(text.trim());
+  return m ? Math.round(Number(m[1]) * (UNIT_MS[m[2] as string] as number)) : undefined;
+}
+
+/** An ISO 8601 time, `now`, or a time relative to now (`-2h`, `-30m`, `-1d`), as epoch ms; `name` is the key errors name. */
+export function parseWindowTime(value: string, name: string, nowMs: number): number {
+  const text = value.trim();
+  if (text === 'now') return nowMs;
+  if (text.startsWith('-')) {
+    const ago = durationMs(text.slice(1));
+    if (ago === undefined)
+      throw new InputError(
+        `${name}: expected an ISO 8601 time or a time relative to now such as -2h or -30m, got ${JSON.stringify(value)}`,
+      );
+    return nowMs - ago;
+  }
+  return parseReadTime(text, name);
+}

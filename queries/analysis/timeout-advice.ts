@@ -7,7 +7,7 @@ import { Rng } from '../../common/index.ts';
 import { fitGeneralizedPareto, gpdQuantileAbove, gpdSample, type GeneralizedPareto } from './tail.ts';
 
 export interface AdviceOptions {
-  /** Target probability that a write lands after release; 1 in 10,000 by default (issue 27). */
+  /** Target probability that a write lands after release; 1 in 10,000 by default. */
   targetProbability?: number;
   confidence?: number;
   /** Share of the data above the tail fit's threshold: 0.1, the top 10 % are the peaks (the 90th percentile). */

@@ -113,8 +113,10 @@ export async function settleMerges(
 }
 
 export interface EndpointLatency {
+  /** The path, and what its parameters ask when one path is timed twice. */
   path: string;
-  page: 'on-call' | 'request';
+  /** `compare`: the on-call page's Compare view, read when its form is sent rather than when the page opens. */
+  page: 'on-call' | 'compare' | 'request';
   p50Ms: number;
   p95Ms: number;
   runs: number;
@@ -135,9 +137,9 @@ export interface EndpointLatency {
 export const PAGE_WARM_UPS = 4;
 
 /**
- * Every request the on-call page makes for its default window (the last hour), and the request page's, each
- * timed `runs` times through the read API's HTTP server, one at a time, after `warmUps` untimed requests, which are
- * reported on their own.
+ * Every request the on-call page makes for its default window (the last hour), its Compare view's two kinds of
+ * comparison, and the request page's, each timed `runs` times through the read API's HTTP server, one at a time, after
+ * `warmUps` untimed requests, which are reported on their own.
  */
 export async function timePageRequests(options: {
   apiUrl: string;
@@ -150,7 +152,8 @@ export async function timePageRequests(options: {
 }): Promise<EndpointLatency[]> {
   const window = `from=${encodeURIComponent(options.from)}&to=${encodeURIComponent(options.to)}`;
   const id = encodeURIComponent(options.requestId);
-  const endpoints: { path: string; page: EndpointLatency['page'] }[] = [
+  const windowMinutes = Math.round((Date.parse(options.to) - Date.parse(options.from)) / 60_000);
+  const endpoints: { path: string; page: EndpointLatency['page']; label?: string }[] = [
     { path: `/api/flags?${window}`, page: 'on-call' },
     // The five queries /api/flags runs at once, each alone, with the parameters it gives them: which of them its
     // time follows.
@@ -162,6 +165,20 @@ export async function timePageRequests(options: {
     { path: `/charts/resolution.json?${window}`, page: 'on-call' },
     { path: `/charts/tails.json?${window}`, page: 'on-call' },
     { path: `/charts/kv_pinned.json?${window}`, page: 'on-call' },
+    // The advice section loads with the page, over its window.
+    { path: `/api/advice?${window}`, page: 'on-call' },
+    // The two questions of a rollout: the window before it against the window after it (rolled out at `from`: two
+    // windows read), and version A against version B over the window (two of the mixed scenario's four decode engines).
+    {
+      path: `/api/compare?rollout_at=${encodeURIComponent(options.from)}&window=${windowMinutes}m`,
+      page: 'compare',
+      label: 'hour before last vs last hour',
+    },
+    {
+      path: `/api/compare?both.from=${encodeURIComponent(options.from)}&both.to=${encodeURIComponent(options.to)}&baseline.decode_engine=decode-0&candidate.decode_engine=decode-1`,
+      page: 'compare',
+      label: 'decode-0 vs decode-1, last hour',
+    },
     { path: `/api/lifecycles/${id}`, page: 'request' },
     { path: `/api/queries/late_write_victims?${window}&request_id=${id}`, page: 'request' },
     { path: `/charts/timeline.json?request_id=${id}`, page: 'request' },
@@ -180,7 +197,7 @@ export async function timePageRequests(options: {
     }
     const timed = times.slice(options.warmUps);
     out.push({
-      path: endpoint.path.split('?')[0] as string,
+      path: (endpoint.path.split('?')[0] as string) + (endpoint.label ? ` (${endpoint.label})` : ''),
       page: endpoint.page,
       p50Ms: percentile(timed, 50),
       p95Ms: percentile(timed, 95),
