@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import { createHttpApp, listen, type ClickHouseClient, type Listening, type Logger, type Readiness } from '../common/index.ts';
 import type { FlagThresholds, ReadLimits } from '../queries/index.ts';
+import { createCompareChartRoutes } from './charts/compare.ts';
 import { createChartRoutes } from './charts/render.ts';
 import { createPageRoutes, isPageAsset } from './pages/html.ts';
 import { createReadApi } from './read-api.ts';
@@ -45,6 +46,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Liste
   });
   if (requestMetrics) app.use(requestMetrics.middleware);
   app.use(createReadApi(options));
+  // Before the named charts: /charts/compare.* takes /api/compare's keys, not a chart window.
+  app.use(createCompareChartRoutes(options));
   app.use(createChartRoutes(options));
   app.use(createPageRoutes());
   finish();

@@ -139,7 +139,9 @@ export function createChartRoutes({
     const match = /^([a-z_]+)\.(json|svg)$/.exec(String(req.params.file));
     const name = match?.[1] as ChartName | undefined;
     if (!match || !name || !(CHART_NAMES as readonly string[]).includes(name)) {
-      res.status(404).json({ error: `unknown chart; charts are ${CHART_NAMES.map((n) => `${n}.svg`).join(', ')} (and .json)` });
+      res
+        .status(404)
+        .json({ error: `unknown chart; charts are ${[...CHART_NAMES, 'compare'].map((n) => `${n}.svg`).join(', ')} (and .json)` });
       return;
     }
     // A failure goes to the HTTP foundation's error handler (Express 5 forwards a rejected handler).

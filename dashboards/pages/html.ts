@@ -38,7 +38,7 @@ function securityHeaders(res: Response): void {
 const VENDOR = ['/vendor/vega.min.js', '/vendor/vega-lite.min.js', '/vendor/vega-embed.min.js'];
 
 /** A page; without a script (the runbooks) it loads none, not even Vega. */
-function shell(title: string, body: string, script?: string): string {
+function shell(title: string, body: string, script?: string, stylesheets: readonly string[] = []): string {
   const scripts = script
     ? `${VENDOR.map((src) => `<script src="${escapeHtml(src)}" defer></script>`).join('\n')}
 <script type="module" src="${escapeHtml(script)}"></script>`
@@ -50,6 +50,7 @@ function shell(title: string, body: string, script?: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/static/style.css">
+${stylesheets.map((href) => `<link rel="stylesheet" href="${escapeHtml(href)}">`).join('\n')}
 ${scripts}
 </head>
 <body>
@@ -75,6 +76,53 @@ const header = (subtitle: string) => `<header class="top">
 </form>
 </header>`;
 
+/** The selector keys of an arm, as /api/compare and `holdscope compare` name them (queries/compare-selector.ts). */
+const ARM_KEYS = ['cluster', 'decode_engine', 'decode_version', 'prefill_engine', 'prefill_version', 'backend', 'from', 'to'] as const;
+const ARM_HINTS: Partial<Record<(typeof ARM_KEYS)[number], string>> = { from: '-1h or ISO time', to: 'now or ISO time' };
+
+/**
+ * The Compare view: a form whose inputs carry /api/compare's keys as their names (both.KEY, baseline.KEY,
+ * candidate.KEY, rollout_at, window), filled and submitted by compare.js; the result is rendered there as text.
+ */
+function compareSection(): string {
+  const prefixes = ['both', 'baseline', 'candidate'] as const;
+  // Selector values get a datalist of what the page has seen (cmp-list-KEY); times and rollout keys do not.
+  const input = (name: string, placeholder = '', list = '') =>
+    `<input name="${escapeHtml(name)}" id="cmp-${escapeHtml(name.replace('.', '-'))}" placeholder="${escapeHtml(placeholder)}"${list ? ` list="cmp-list-${escapeHtml(list)}"` : ''} size="16" spellcheck="false">`;
+  const rows = ARM_KEYS.map(
+    (key) =>
+      `<tr><th scope="row">${escapeHtml(key)}</th>${prefixes.map((p) => `<td>${input(`${p}.${key}`, ARM_HINTS[key], ARM_HINTS[key] ? '' : key)}</td>`).join('')}</tr>`,
+  ).join('\n');
+  const lists = ARM_KEYS.filter((k) => !ARM_HINTS[k])
+    .map((k) => `<datalist id="cmp-list-${escapeHtml(k)}"></datalist>`)
+    .join('');
+  return `<section id="compare" aria-labelledby="compare-title">
+  <h2 id="compare-title">Compare two arms</h2>
+  <p class="muted hint">Baseline against candidate: each a selector (exact matches) and a window; <b>both</b> is what they share and an arm's own key overrides it. Or a rollout time and a window: the window before it against the window after. Empty means any.</p>
+  <form id="compare-form" class="compare-form" autocomplete="off">
+    <table class="compare-keys"><thead><tr><th></th>${prefixes.map((p) => `<th scope="col">${escapeHtml(p)}</th>`).join('')}</tr></thead>
+    <tbody>
+${rows}
+    </tbody></table>
+    <p class="rollout"><label>rollout_at ${input('rollout_at', 'ISO time or -2h')}</label> <label>window ${input('window', '1h')}</label>
+    <button type="submit">compare</button> <button type="reset" id="compare-clear">clear</button> <span id="compare-status" class="muted" role="status"></span></p>
+    ${lists}
+  </form>
+  <div id="compare-arms" class="compare-arms"></div>
+  <div id="compare-table" class="table-wrap"></div>
+  <figure id="compare-figure" class="chart wide"><figcaption>Differences with their intervals <a id="compare-svg" class="svg-link-compare" href="/charts/compare.svg">SVG</a></figcaption><div class="vis" id="chart-compare"></div></figure>
+</section>`;
+}
+
+/** The hold-timeout advice of the page's window (advice.js fills it from /api/advice). */
+function adviceSection(): string {
+  return `<section id="advice" aria-labelledby="advice-title">
+  <h2 id="advice-title">Hold-timeout advice <span id="advice-count" class="count"></span></h2>
+  <p class="muted hint">Per pairing and decode engine: the smallest hold timeout at which a write lands after release with probability below the target, its 95% interval, today's timeout, what each costs per abort in KV slot-seconds, and the share of the engine's KV it would have pinned in the window's worst abort storm.</p>
+  <div id="advice-table" class="table-wrap"><p class="muted">loading…</p></div>
+</section>`;
+}
+
 export function oncallPage(): string {
   return shell(
     'holdscope · on-call',
@@ -96,8 +144,11 @@ export function oncallPage(): string {
   <figure id="kv_pinned" class="chart"><figcaption>(c) KV slots pinned by holds <a class="svg-link" data-chart="kv_pinned" href="/charts/kv_pinned.svg">SVG</a></figcaption><div class="vis" id="chart-kv_pinned"></div></figure>
   <figure id="pairing" class="chart"><figcaption>(d) Deployment pairing review (prefill version × decode version × backend)</figcaption><div id="pairing-table" class="table-wrap"></div></figure>
 </section>
+${compareSection()}
+${adviceSection()}
 </main>`,
     '/static/oncall.js',
+    ['/static/compare.css'],
   );
 }
 

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
-import type { Flag, Incident } from '../../queries/index.ts';
+import type { ComparisonReport, Flag, Incident } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { EVIL_ID, EVIL_VICTIM, loadEvilRequest, loadLateWrite } from '../support/markup-request.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
@@ -220,6 +220,53 @@ describe('the on-call page in a real browser (Chromium)', { timeout: 90_000 }, (
     await page.evaluate(() => void ((globalThis as unknown as View).location.hash = '#incident-0000000000000000'));
     await page.waitForSelector('#incident-missing');
     assert.equal(await page.locator('.incident.highlight').count(), 0);
+    assert.deepEqual(problems, []);
+  });
+
+  it('renders the Compare view from its URL (table, chart, SVG link) and the advice, engine names with markup as text', async () => {
+    const params = new URLSearchParams({ 'both.from': '-1h', 'baseline.decode_engine': EVIL_DECODE });
+    const page = await open(`/?range=1h&refresh=0&${params}`);
+    await page.waitForSelector('#compare[data-rendered="true"]', { timeout: 30_000 });
+    assert.equal(await page.locator('#compare-status').getAttribute('class'), 'muted');
+    assert.equal(await page.locator('[name="baseline.decode_engine"]').inputValue(), EVIL_DECODE);
+    const api = (await (await fetch(`${base}/api/compare?${params}`)).json()) as ComparisonReport;
+    // One row per metric, in the API's order; the arm's selector, with the name carrying markup, as text.
+    assert.deepEqual(
+      await page.locator('#compare-table tbody tr').evaluateAll((els) => els.map((e) => e.getAttribute('data-metric'))),
+      api.metrics.map((m) => m.metric),
+    );
+    assert.ok(((await page.locator('#compare-arms .arm-baseline .selector').textContent()) ?? '').includes(`decode_engine=${EVIL_DECODE}`));
+    assert.ok((await marks(page, 'chart-compare')) > 0, 'the chart of the differences renders marks');
+    assert.ok(((await page.locator('#chart-compare svg').textContent()) ?? '').includes(`baseline: decode_engine=${EVIL_DECODE}`));
+    assert.equal(await page.locator('#compare-svg').getAttribute('href'), `/charts/compare.svg?${params}`);
+    // The advice of the page's window: one row per pairing and decode engine, the engine carrying markup among them.
+    const adviceRows = page.locator('#advice-table tbody tr');
+    assert.ok((await adviceRows.count()) > 0);
+    assert.ok((await page.locator('#advice-table tbody tr', { hasText: EVIL_DECODE }).count()) > 0);
+    // A new comparison from the form: its keys go to the URL (a pasted link reproduces it), the header's stay.
+    await page.locator('[name="candidate.from"]').fill('-30m');
+    await page.locator('#compare-form button[type="submit"]').click();
+    await page.waitForFunction(() => {
+      const g = globalThis as unknown as { document: { getElementById(id: string): { dataset: Record<string, string> } } };
+      return g.document.getElementById('compare').dataset.rendered === 'true';
+    });
+    const url = new URL(page.url());
+    assert.equal(url.searchParams.get('candidate.from'), '-30m');
+    assert.equal(url.searchParams.get('range'), '1h');
+    assert.match((await page.locator('#compare-arms .arm-candidate').textContent()) ?? '', /\(30 minutes\)/);
+    // A bad window is the API's 400, said in the view.
+    await page.locator('[name="candidate.from"]').fill('not-a-time');
+    await page.locator('#compare-form button[type="submit"]').click();
+    await page.waitForSelector('#compare-status.error');
+    assert.match((await page.locator('#compare-status').textContent()) ?? '', /candidate\.from/);
+    problems.splice(
+      0,
+      problems.length,
+      ...problems.filter((p) => !/HTTP 400 .*\/charts\/compare\.json/.test(p) && !/status of 400/.test(p)),
+    );
+    assert.equal(await page.locator('img[src="x"]').count(), 0);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(dialogs, []);
     assert.deepEqual(problems, []);
   });
 

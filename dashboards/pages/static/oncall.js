@@ -15,6 +15,8 @@ import {
   url,
   windowOf,
 } from './common.js';
+import { loadAdvice } from './advice.js';
+import { compareParams, initCompare, offerCompareValues } from './compare.js';
 
 const state = readState();
 const SEVERITY = { critical: 0, warning: 1, info: 2 };
@@ -282,6 +284,7 @@ async function chart(name, window) {
 }
 
 let timer;
+let firstLoad = true;
 async function load() {
   clearTimeout(timer);
   const window = windowOf(state);
@@ -307,7 +310,9 @@ async function load() {
         b.rows.filter((r) => r.scope_kind === 'decode_engine').map((r) => r.decode_engine),
       );
       renderPairing(b.rows);
+      offerCompareValues(b.rows);
     }),
+    loadAdvice(window, state, firstLoad),
     chart('resolution', window),
     chart('tails', window),
     chart('kv_pinned', window),
@@ -318,6 +323,7 @@ async function load() {
     setStatus(
       `updated ${new Date().toISOString().slice(11, 19)} UTC · ${window.from.slice(0, 16).replace('T', ' ')} → ${window.to.slice(0, 16).replace('T', ' ')}`,
     );
+  firstLoad = false;
   document.body.dataset.loaded = 'true';
   if (state.refresh > 0 && state.range !== 'custom') timer = setTimeout(load, state.refresh * 1000);
 }
@@ -327,6 +333,10 @@ globalThis.addEventListener('hashchange', () => {
   markIncident();
 });
 bindControls(state, (next) => {
-  location.search = stateQuery(next).toString();
+  // The Compare view's keys stay in the URL across the header's changes.
+  const q = stateQuery(next);
+  for (const [key, value] of Object.entries(compareParams())) q.set(key, value);
+  location.search = q.toString();
 });
+initCompare();
 load();
