@@ -137,19 +137,21 @@ export interface StormCost {
   truncated: boolean;
 }
 
-/** One group's advice. */
-export interface HoldTimeoutAdvice {
-  cluster: string;
-  prefill_version: string;
-  decode_version: string;
-  backend: string;
-  decode_engine: string;
-  holds: number;
-  open: number;
-  drained: number;
-  timeouts: number;
-  without_evidence: number;
-  unsafe_releases: number;
+/** One group's advice: its key and counts as advice_tails.sql reads them, and what they advise. */
+export interface HoldTimeoutAdvice extends Pick<
+  AdviceTailRow,
+  | 'cluster'
+  | 'prefill_version'
+  | 'decode_version'
+  | 'backend'
+  | 'decode_engine'
+  | 'holds'
+  | 'open'
+  | 'drained'
+  | 'timeouts'
+  | 'without_evidence'
+  | 'unsafe_releases'
+> {
   /** Tails the advice was computed from (a uniform sample of the holds with evidence, at most ADVICE_SAMPLE_SIZE). */
   sampled: number;
   advice: TimeoutAdvice;

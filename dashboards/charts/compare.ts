@@ -10,18 +10,15 @@
 // what the eye sees in every row.
 import express, { type Request, type Response } from 'express';
 import type { TopLevelSpec } from 'vega-lite';
-import type { ClickHouseClient } from '../../common/index.ts';
 import {
   compareArms,
   DEFAULT_READ_LIMITS,
   parseCompareRequest,
   type ComparisonReport,
-  type FlagThresholds,
   type MetricComparison,
-  type ReadLimits,
 } from '../../queries/index.ts';
 import { stringParams } from '../read-api.ts';
-import { renderSvg } from './render.ts';
+import { renderSvg, type ChartRouteOptions } from './render.ts';
 
 /** The verdicts as the chart colours them; a metric with a difference but no interval (the storm peak) is its own. */
 export const VERDICT_COLOURS = {
@@ -205,12 +202,7 @@ export function createCompareChartRoutes({
   database,
   flagThresholds,
   readLimits = DEFAULT_READ_LIMITS,
-}: {
-  client: ClickHouseClient;
-  database: string;
-  flagThresholds?: FlagThresholds;
-  readLimits?: ReadLimits;
-}): express.Router {
+}: ChartRouteOptions): express.Router {
   const router = express.Router();
   router.get('/charts/:file', async (req: Request, res: Response, next) => {
     const format = /^compare\.(json|svg)$/.exec(String(req.params.file))?.[1];

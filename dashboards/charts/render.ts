@@ -122,18 +122,16 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   }
 }
 
-/** GET /charts/:name.json (the Vega-Lite spec, data inline) and GET /charts/:name.svg (the same spec, rendered). */
-export function createChartRoutes({
-  client,
-  database,
-  flagThresholds,
-  readLimits,
-}: {
+/** What the chart routes read with: the database, the flags' thresholds and the read limits. */
+export interface ChartRouteOptions {
   client: ClickHouseClient;
   database: string;
   flagThresholds?: FlagThresholds;
   readLimits?: ReadLimits;
-}): express.Router {
+}
+
+/** GET /charts/:name.json (the Vega-Lite spec, data inline) and GET /charts/:name.svg (the same spec, rendered). */
+export function createChartRoutes({ client, database, flagThresholds, readLimits }: ChartRouteOptions): express.Router {
   const router = express.Router();
   router.get('/charts/:file', async (req: Request, res: Response) => {
     const match = /^([a-z_]+)\.(json|svg)$/.exec(String(req.params.file));
