@@ -60,10 +60,10 @@ function verdictText(m: MetricComparison): string {
   return m.verdict ?? '';
 }
 
-/** The comparison as an aligned table, its notes under it. */
-export function formatComparison(report: ComparisonReport): string {
-  const header = ['metric', 'baseline', 'candidate', `difference [${100 * report.confidence}% interval]`, 'method', 'verdict'];
-  const rows = report.metrics.map((m) => [
+/** Metrics as an aligned table, and one line per note naming the metrics it applies to. */
+function metricTable(metrics: MetricComparison[], confidence: number): { table: string[]; notes: string[] } {
+  const header = ['metric', 'baseline', 'candidate', `difference [${100 * confidence}% interval]`, 'method', 'verdict'];
+  const rows = metrics.map((m) => [
     m.label,
     m.baseline === null ? '-' : shown(m, m.baseline) + unitText(m, false),
     m.candidate === null ? '-' : shown(m, m.candidate) + unitText(m, false),
@@ -77,22 +77,41 @@ export function formatComparison(report: ComparisonReport): string {
       .map((c, i) => c.padEnd(widths[i] as number))
       .join('  ')
       .trimEnd();
-  // One line per note, naming the metrics it applies to: an arm without holds is one line, not eleven.
+  // One line per note: an arm without holds is one line, not eleven.
   const byNote = new Map<string, string[]>();
-  for (const m of report.metrics) if (m.note) byNote.set(m.note, [...(byNote.get(m.note) ?? []), m.label]);
+  for (const m of metrics) if (m.note) byNote.set(m.note, [...(byNote.get(m.note) ?? []), m.label]);
   const notes = [...byNote].map(([note, labels]) => `${labels.join(', ')}: ${note}`);
+  return { table: [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)], notes };
+}
+
+/** The comparison as aligned tables (the holds pooled, then across runs when the arms are experiment arms). */
+export function formatComparison(report: ComparisonReport): string {
+  const pooled = metricTable(report.metrics, report.confidence);
+  const runs = report.acrossRuns;
+  const across = runs ? metricTable(runs.metrics, report.confidence) : undefined;
+  const runList = (arm: 'baseline' | 'candidate') =>
+    runs ? `${arm} runs: ${runs.runs[arm].map((r) => `${r.run} (${r.holds} holds)`).join(', ') || 'none'}` : '';
   return (
     [
       `baseline:  ${report.baseline.description}`,
       `candidate: ${report.candidate.description}`,
       '',
-      line(header),
-      line(widths.map((w) => '-'.repeat(w))),
-      ...rows.map(line),
+      ...pooled.table,
       '',
       `Quantiles from uniform samples of at most ${report.sampleSize.toLocaleString('en-US')} values per arm; difference = candidate - baseline;`,
       'shares in % (differences in percentage points), times in ms, rates per 10,000 holds.',
-      ...notes,
+      ...pooled.notes,
+      ...(across
+        ? [
+            '',
+            'Across runs (each run one value; Welch interval over the runs):',
+            runList('baseline'),
+            runList('candidate'),
+            '',
+            ...across.table,
+            ...across.notes,
+          ]
+        : []),
     ].join('\n') + '\n'
   );
 }

@@ -84,7 +84,7 @@ addConfigOptions(
     )
     .option(
       '--baseline <selector>',
-      'the baseline arm: "key=value ..." of cluster, decode_engine, decode_version, prefill_engine, prefill_version, backend, from, to',
+      'the baseline arm: "key=value ..." of cluster, decode_engine, decode_version, prefill_engine, prefill_version, backend, arm, run, from, to',
     )
     .option('--candidate <selector>', 'the candidate arm, as --baseline')
     .option('--both <selector>', 'keys both arms share (an arm\'s own key overrides), e.g. "cluster=prod from=-1h"')

@@ -39,6 +39,15 @@ export const simulateSchema = z.object({
     placeholder: 'mode',
   }),
   cluster: key(z.string().min(1).max(200).optional(), { help: 'pd.cluster of the simulated engines', placeholder: 'name' }),
+  /** An experiment's runs are simulated one per command (a seed each), labelled as real engines would label them. */
+  experimentArm: key(z.string().min(1).max(1024).optional(), {
+    help: 'pd.experiment.arm of every simulated engine (default: none)',
+    placeholder: 'arm',
+  }),
+  experimentRun: key(z.string().min(1).max(1024).optional(), {
+    help: 'pd.experiment.run of every simulated engine (default: none)',
+    placeholder: 'run',
+  }),
 });
 export type SimulateOptions = z.output<typeof simulateSchema>;
 
@@ -52,6 +61,9 @@ export async function simulateCommand(raw: Record<string, unknown>, signal?: Abo
   if (options.requests !== undefined) config.requests = options.requests;
   if (options.duration !== undefined) config.durationMs = options.duration * 1000;
   if (options.cluster !== undefined) config.cluster = options.cluster;
+  if (options.experimentArm !== undefined || options.experimentRun !== undefined) {
+    config.experiment = { arm: options.experimentArm ?? '', run: options.experimentRun ?? '' };
+  }
   if (options.duration !== undefined && options.requests === undefined) config.requests = Number.MAX_SAFE_INTEGER;
   // In fast mode the run's arrivals end about now, so "recent" dashboards and time windows show it.
   const arrivalWindowMs = Math.min(config.durationMs, (config.requests / config.rate) * 1000);

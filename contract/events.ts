@@ -9,6 +9,9 @@ export interface EngineRef {
   backend: string;
   /** Decode engines only; 0 elsewhere. */
   capacitySlots: number;
+  /** `pd.experiment.arm` and `pd.experiment.run`; '' when the engine is in no experiment. */
+  experimentArm: string;
+  experimentRun: string;
 }
 
 /** (cluster, request id, generation): the key every span of one request incarnation shares. */

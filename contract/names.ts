@@ -15,6 +15,12 @@ export const ResourceAttr = {
   cluster: 'pd.cluster',
   kvCapacitySlots: 'pd.kv.capacity_slots',
   contractVersion: 'pd.contract.version',
+  /**
+   * Optional: the experiment arm (e.g. `baseline`, `fix`) and run (e.g. `run-3`) the engine belongs to, so that
+   * `compare` can summarize each run and compare arms across runs. A lifecycle's arm and run are its decode engine's.
+   */
+  experimentArm: 'pd.experiment.arm',
+  experimentRun: 'pd.experiment.run',
 } as const;
 
 export const Role = { router: 'router', prefill: 'prefill', decode: 'decode' } as const;

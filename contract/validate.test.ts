@@ -49,15 +49,18 @@ function resourceFor(role: Role): AttrMap {
   }
 }
 
+/** `resourceFor` labels no experiment: the engine reference then carries empty strings. */
+const NO_EXPERIMENT = { experimentArm: '', experimentRun: '' } as const;
+
 /** The engine reference the validator should derive from `resourceFor(role)`. */
 function engineFor(role: Role): PdEvent['engine'] {
   switch (role) {
     case 'router':
-      return { role, id: 'router-0', version: 'sglang-0.5.3+abort-ack-router', backend: '', capacitySlots: 0 };
+      return { role, id: 'router-0', version: 'sglang-0.5.3+abort-ack-router', backend: '', capacitySlots: 0, ...NO_EXPERIMENT };
     case 'prefill':
-      return { role, id: 'prefill-0', version: 'sglang-0.5.3+abort-ack-prefill', backend: 'mooncake', capacitySlots: 0 };
+      return { role, id: 'prefill-0', version: 'sglang-0.5.3+abort-ack-prefill', backend: 'mooncake', capacitySlots: 0, ...NO_EXPERIMENT };
     case 'decode':
-      return { role, id: 'decode-0', version: 'sglang-0.5.3+abort-ack-decode', backend: 'nixl', capacitySlots: 524_288 };
+      return { role, id: 'decode-0', version: 'sglang-0.5.3+abort-ack-decode', backend: 'nixl', capacitySlots: 524_288, ...NO_EXPERIMENT };
   }
 }
 
@@ -288,6 +291,29 @@ describe('validateSpan: every contract span is accepted and typed exactly', () =
     const event = assertValid(validateSpan(makeSpan('pd.cancel'), resource));
     assert.equal(event.engine.backend, 'mori');
     assert.equal(event.engine.capacitySlots, 12);
+  });
+
+  it('an engine labelled with an experiment arm and run carries them, on every role', () => {
+    for (const name of SPAN_NAMES) {
+      const resource = patched(resourceFor(roleOf(name)), { [ResourceAttr.experimentArm]: 'fix', [ResourceAttr.experimentRun]: 'run-3' });
+      const event = assertValid(validateSpan(makeSpan(name), resource));
+      assert.equal(event.engine.experimentArm, 'fix');
+      assert.equal(event.engine.experimentRun, 'run-3');
+    }
+  });
+
+  it('an arm without a run keeps the arm and an empty run', () => {
+    const resource = patched(resourceFor('decode'), { [ResourceAttr.experimentArm]: 'baseline' });
+    const event = assertValid(validateSpan(makeSpan('pd.hold'), resource));
+    assert.deepEqual([event.engine.experimentArm, event.engine.experimentRun], ['baseline', '']);
+  });
+
+  it('an experiment arm and run of exactly 1024 characters are accepted', () => {
+    const long = 'a'.repeat(1024);
+    const resource = patched(resourceFor('decode'), { [ResourceAttr.experimentArm]: long, [ResourceAttr.experimentRun]: long });
+    const event = assertValid(validateSpan(makeSpan('pd.hold'), resource));
+    assert.equal(event.engine.experimentArm, long);
+    assert.equal(event.engine.experimentRun, long);
   });
 
   it('prefill engines do not need pd.kv.capacity_slots (capacity 0)', () => {
@@ -646,6 +672,32 @@ const REJECTIONS: RejectCase[] = [
     name: 'pd.handoff',
     resource: { [ResourceAttr.engineId]: LONG },
     mentions: [ResourceAttr.engineId, '1024'],
+  },
+  {
+    title: 'resource pd.experiment.arm longer than 1024 characters',
+    name: 'pd.hold',
+    resource: { [ResourceAttr.experimentArm]: LONG },
+    mentions: [ResourceAttr.experimentArm, '1024'],
+    exact: 'pd.experiment.arm: longer than 1024 characters',
+  },
+  {
+    title: 'resource pd.experiment.run longer than 1024 characters',
+    name: 'pd.transfer',
+    resource: { [ResourceAttr.experimentArm]: 'fix', [ResourceAttr.experimentRun]: LONG },
+    mentions: [ResourceAttr.experimentRun, '1024'],
+    exact: 'pd.experiment.run: longer than 1024 characters',
+  },
+  {
+    title: 'empty resource pd.experiment.arm',
+    name: 'pd.hold',
+    resource: { [ResourceAttr.experimentArm]: '' },
+    mentions: [ResourceAttr.experimentArm, 'non-empty'],
+  },
+  {
+    title: 'resource pd.experiment.run as a number',
+    name: 'pd.hold',
+    resource: { [ResourceAttr.experimentRun]: 3 },
+    mentions: [ResourceAttr.experimentRun, 'number 3'],
   },
 ];
 

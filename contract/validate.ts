@@ -163,6 +163,8 @@ function readEngine(resource: AttrReader): EngineRef {
     version: resource.string(ResourceAttr.engineVersion),
     backend: role === 'router' ? resource.optionalString(ResourceAttr.transferBackend, '') : resource.string(ResourceAttr.transferBackend),
     capacitySlots: role === 'decode' ? resource.int(ResourceAttr.kvCapacitySlots) : resource.optionalInt(ResourceAttr.kvCapacitySlots, 0),
+    experimentArm: resource.optionalString(ResourceAttr.experimentArm, ''),
+    experimentRun: resource.optionalString(ResourceAttr.experimentRun, ''),
   };
 }
 

@@ -398,6 +398,8 @@ describe('createPdEmitter: every function emits its contract span', () => {
           version: RESOURCES[c.role][ResourceAttr.engineVersion],
           backend: c.role === 'router' ? '' : 'mooncake',
           capacitySlots: c.role === 'decode' ? 524_288 : 0,
+          experimentArm: '',
+          experimentRun: '',
         },
         traceId,
         spanId,

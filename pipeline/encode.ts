@@ -42,6 +42,9 @@ export const SPAN_COLUMNS = [
   'release_reason',
   'checksum_outcome',
   'cancel_targets',
+  // Migration 0012: resource labels, '' (the column's DEFAULT) for engines in no experiment.
+  'experiment_arm',
+  'experiment_run',
 ] as const;
 
 /**

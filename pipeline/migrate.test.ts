@@ -75,6 +75,7 @@ describe('the cluster schema, rendered ON CLUSTER with Replicated engines and no
         'late_write_pages',
         'page_allocations',
         'span_dead_letters',
+        'lifecycle_arms',
       ].map((t) => [t, `prod_cluster, holdscope, ${t}_local, cityHash64(cluster, request_id)`]),
     );
     expected.set('hold_minutes', 'prod_cluster, holdscope, hold_minutes_local, cityHash64(cluster, minute)');
@@ -99,7 +100,7 @@ describe('the cluster schema, rendered ON CLUSTER with Replicated engines and no
         );
       }
     }
-    assert.equal(views, 5, 'materialized views');
+    assert.equal(views, 6, 'materialized views');
   });
 
   it('renders no _local table or Distributed table on one node', () => {

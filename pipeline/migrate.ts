@@ -204,6 +204,7 @@ async function applyRetention(targets: readonly Target[], options: MigrateOption
     ['page_allocations', 'allocated_at'],
     ['hold_minutes', 'minute'],
     ['span_dead_letters', 'dead_at'],
+    ['lifecycle_arms', 'first_seen'],
   ]) {
     for (const target of targets) {
       await runOn(

@@ -88,6 +88,8 @@ export function spanRow(e: PdEvent): SpanRow {
     engine_version: e.engine.version,
     backend: e.engine.backend,
     capacity_slots: e.engine.capacitySlots,
+    experiment_arm: e.engine.experimentArm,
+    experiment_run: e.engine.experimentRun,
     ...ownColumns(e),
   };
 }

@@ -14,7 +14,17 @@ import { InputError } from '../common/index.ts';
 import { checkReadWindow, describeDuration, durationMs, parseWindowTime, type ReadLimits } from './read-window.ts';
 
 /** The filters of an arm: each optional, an exact match; empty or absent selects every value. */
-export const SELECTOR_FILTERS = ['cluster', 'decode_engine', 'decode_version', 'prefill_engine', 'prefill_version', 'backend'] as const;
+export const SELECTOR_FILTERS = [
+  'cluster',
+  'decode_engine',
+  'decode_version',
+  'prefill_engine',
+  'prefill_version',
+  'backend',
+  // An experiment's arm and run, as the decode engines label their resources (pd.experiment.arm, pd.experiment.run).
+  'arm',
+  'run',
+] as const;
 export type SelectorFilter = (typeof SELECTOR_FILTERS)[number];
 const SELECTOR_KEYS: readonly string[] = [...SELECTOR_FILTERS, 'from', 'to'];
 

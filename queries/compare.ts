@@ -6,17 +6,10 @@
 // two arms disjoint: arms that share holds (overlapping windows with overlapping filters) make the intervals too wide
 // or too narrow in ways no method here corrects.
 import type { ClickHouseClient } from '../common/index.ts';
-import {
-  judge,
-  newcombeDifference,
-  quantileDifference,
-  RATE_PER_HOLDS,
-  rateDifference,
-  sortAscending,
-  type DifferenceInterval,
-  type DifferenceMethod,
-  type Direction,
-} from './analysis/index.ts';
+import { newcombeDifference, quantileDifference, RATE_PER_HOLDS, rateDifference, sortAscending } from './analysis/index.ts';
+import { absent, judged, LOWER, type MetricComparison } from './compare-metric.ts';
+import { compareRuns, comparesRuns, readRuns, type AcrossRuns, type HoldCounts } from './compare-runs.ts';
+export type { MetricComparison, MetricName } from './compare-metric.ts';
 import { describeSelector, type ArmName, type ArmSelector, type CompareRequest } from './compare-selector.ts';
 import { judgePinnedRows, pinnedRowsByEngine, stormReadParams, type PinnedRow } from './distribution.ts';
 import { flagThresholdsSchema, type FlagThresholds } from './flag-model.ts';
@@ -52,36 +45,6 @@ export interface ArmSummary {
   stormWindows: number;
 }
 
-export type MetricName =
-  | 'holds'
-  | 'timeout_share'
-  | 'open_share'
-  | `drain_p${50 | 90 | 99}_ms`
-  | `tail_p${50 | 90 | 99}_ms`
-  | 'late_writes_per_10k_holds'
-  | 'unsafe_releases_per_10k_holds'
-  | 'peak_pinned_share_in_storms';
-
-/** One metric of a comparison. Unbounded interval sides are Infinity (null in JSON): the data do not reach that far. */
-export interface MetricComparison {
-  metric: MetricName;
-  label: string;
-  unit: 'holds' | 'share' | 'ms' | 'per 10,000 holds';
-  /** Null for the count of holds: more holds is neither better nor worse. */
-  direction: Direction | null;
-  baseline: number | null;
-  candidate: number | null;
-  /** candidate - baseline. */
-  difference: number | null;
-  interval: { lower: number; upper: number; confidence: number } | null;
-  method: DifferenceMethod | null;
-  verdict: 'better' | 'worse' | 'no detectable difference' | null;
-  /** With "no detectable difference": the smallest difference (either sign) found with 80 % power. */
-  minimumDetectableDifference?: number;
-  /** Why a value, an interval or a verdict is absent. */
-  note?: string;
-}
-
 export interface ArmReport {
   selector: ArmSelector;
   /** The selector as text, as notes name it. */
@@ -96,43 +59,9 @@ export interface ComparisonReport {
   /** Quantiles are computed on uniform samples of at most this many values per arm. */
   sampleSize: number;
   metrics: MetricComparison[];
+  /** When both arms name an experiment arm (and no run): the arms compared across their runs, each run one value. */
+  acrossRuns?: AcrossRuns;
 }
-
-const LOWER: Direction = 'lower-is-better';
-
-/** A metric from its interval, judged. */
-function judged(
-  base: Pick<MetricComparison, 'metric' | 'label' | 'unit'>,
-  values: { baseline: number; candidate: number },
-  diff: DifferenceInterval,
-  direction: Direction,
-): MetricComparison {
-  const judgement = judge(diff, direction);
-  const unbounded = !Number.isFinite(diff.lower) || !Number.isFinite(diff.upper);
-  return {
-    ...base,
-    direction,
-    ...values,
-    difference: diff.estimate,
-    interval: { lower: diff.lower, upper: diff.upper, confidence: diff.confidence },
-    method: diff.method,
-    verdict: judgement.verdict,
-    ...(judgement.verdict === 'no detectable difference' ? { minimumDetectableDifference: judgement.minimumDetectableDifference } : {}),
-    ...(unbounded ? { note: 'too few values for this quantile in an arm: the interval is unbounded where the data do not reach' } : {}),
-  };
-}
-
-const absent = (base: Pick<MetricComparison, 'metric' | 'label' | 'unit'>, direction: Direction, note: string): MetricComparison => ({
-  ...base,
-  direction,
-  baseline: null,
-  candidate: null,
-  difference: null,
-  interval: null,
-  method: null,
-  verdict: null,
-  note,
-});
 
 type Arms = Record<ArmName, ArmSummary>;
 type Names = Record<ArmName, string>;
@@ -251,13 +180,7 @@ export function compareSummaries(arms: Arms, names: Names): MetricComparison[] {
 }
 
 /** A row of compare_arm.sql. */
-interface ArmRow {
-  holds: number;
-  drained: number;
-  timeouts: number;
-  open: number;
-  late_writes: number;
-  unsafe_releases: number;
+interface ArmRow extends HoldCounts {
   tails: number;
   drain_sample: number[];
   tail_sample: number[];
@@ -351,19 +274,24 @@ export async function compareArms(
   const siblings = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
   const read: ReadOptions = { limits: options.limits, signal };
-  const [baseline, candidate] = await Promise.all([
+  const withRuns = comparesRuns(request.baseline, request.candidate);
+  const [baseline, candidate, baselineRuns, candidateRuns] = await Promise.all([
     readArm(client, database, request.baseline, thresholds, read),
     readArm(client, database, request.candidate, thresholds, read),
+    withRuns ? readRuns(client, database, request.baseline, read) : [],
+    withRuns ? readRuns(client, database, request.candidate, read) : [],
   ]).catch((error: unknown) => {
     siblings.abort(error);
     throw error;
   });
   const names = { baseline: describeSelector(request.baseline), candidate: describeSelector(request.candidate) };
+  const runs = { baseline: baselineRuns, candidate: candidateRuns };
   return {
     baseline: armReport(request.baseline, baseline),
     candidate: armReport(request.candidate, candidate),
     confidence: COMPARE_CONFIDENCE,
     sampleSize: COMPARE_SAMPLE_SIZE,
     metrics: compareSummaries({ baseline, candidate }, names),
+    ...(withRuns ? { acrossRuns: { runs, metrics: compareRuns(runs) } satisfies AcrossRuns } : {}),
   };
 }

@@ -61,7 +61,7 @@ export {
   type TailRow,
 } from './distribution.ts';
 export { compareArms, type ArmReport, type ArmSummary, type ComparisonReport, type MetricComparison } from './compare.ts';
-export { parseCompareRequest, parseSelectorText, type ArmSelector, type CompareRequest } from './compare-selector.ts';
+export { parseCompareRequest, parseSelectorText, SELECTOR_FILTERS, type ArmSelector, type CompareRequest } from './compare-selector.ts';
 export {
   adviceWindow,
   adviseHoldTimeouts,

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { type Request, type Response } from 'express';
+import { SELECTOR_FILTERS } from '../../queries/index.ts';
 import { escapeHtml } from './escape.ts';
 import { markdownToHtml } from './markdown.ts';
 
@@ -77,7 +78,7 @@ const header = (subtitle: string) => `<header class="top">
 </header>`;
 
 /** The selector keys of an arm, as /api/compare and `holdscope compare` name them (queries/compare-selector.ts). */
-const ARM_KEYS = ['cluster', 'decode_engine', 'decode_version', 'prefill_engine', 'prefill_version', 'backend', 'from', 'to'] as const;
+const ARM_KEYS = [...SELECTOR_FILTERS, 'from', 'to'] as const;
 const ARM_HINTS: Partial<Record<(typeof ARM_KEYS)[number], string>> = { from: '-1h or ISO time', to: 'now or ISO time' };
 
 /**

@@ -94,4 +94,9 @@ export interface SimConfig {
   };
   /** How long after its timeout an unreleased hold counts as open in the truth. */
   openHoldGraceMs: number;
+  /**
+   * The experiment arm and run every engine's resource carries (`pd.experiment.arm`, `pd.experiment.run`); an empty
+   * one is left off. Unset: the engines are in no experiment, as most deployments are.
+   */
+  experiment?: { arm: string; run: string };
 }

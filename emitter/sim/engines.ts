@@ -12,9 +12,17 @@ export interface SimEngine {
   resource: Resource;
 }
 
+/** Every engine of a deployment under test carries its arm and run; the contract takes none rather than an empty one. */
+function experimentAttributes(config: SimConfig): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (config.experiment?.arm) out[ResourceAttr.experimentArm] = config.experiment.arm;
+  if (config.experiment?.run) out[ResourceAttr.experimentRun] = config.experiment.run;
+  return out;
+}
+
 /** The resources of every engine of a simulated cluster, as real engines would report them. */
 export function simulatedEngines(config: SimConfig): SimEngine[] {
-  const common = { [ResourceAttr.cluster]: config.cluster };
+  const common = { [ResourceAttr.cluster]: config.cluster, ...experimentAttributes(config) };
   const engines: SimEngine[] = [
     {
       id: ROUTER_ID,

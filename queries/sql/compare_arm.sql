@@ -8,6 +8,8 @@
 -- param prefill_engine String = '': holds with this engine among their prefill engines, or all when empty
 -- param prefill_version String = '': holds with a prefill engine of this version, or all when empty
 -- param backend String = '': one transfer backend, or all when empty
+-- param arm String = '': holds whose decode engine reported this experiment arm (pd.experiment.arm), or all when empty
+-- param run String = '': holds whose decode engine reported this experiment run (pd.experiment.run), or all when empty
 -- param sample_size UInt32 = 20000: the most drain times and transfer tails returned (each a uniform sample of the arm's values)
 -- param seed UInt64 = 1: the samples' seed, so the same data give the same answer
 -- columns: holds, drained, timeouts, open, late_writes (sum over the holds), unsafe_releases (holds), tails (holds with a transfer tail), drain_sample (hold_ms of drained holds), tail_sample (transfer_tail_ms), decode_engines (the (cluster, decode engine) pairs of the holds, for the storm peaks)
@@ -35,3 +37,14 @@ WHERE bucket < {to:DateTime64(9, 'UTC')}
   AND ({backend:String} = '' OR backend = {backend:String})
   AND ({prefill_engine:String} = '' OR arrayExists(p -> p.1 = {prefill_engine:String}, prefill_engines))
   AND ({prefill_version:String} = '' OR arrayExists(p -> p.2 = {prefill_version:String}, prefill_engines))
+  -- The experiment labels live beside the records (migration 0012), only for lifecycles whose decode engine carries
+  -- them; a lifecycle began at most a day before its hold.
+  AND (({arm:String} = '' AND {run:String} = '') OR (cluster, request_id, generation) IN (
+      SELECT cluster, request_id, generation
+      FROM {db:Identifier}.lifecycle_arms
+      WHERE first_seen < {to:DateTime64(9, 'UTC')}
+        AND first_seen >= {from:DateTime64(9, 'UTC')} - INTERVAL 1 DAY
+        AND ({arm:String} = '' OR experiment_arm = {arm:String})
+        AND ({run:String} = '' OR experiment_run = {run:String})))
+-- On a cluster both tables are sharded by the lifecycle key: each shard matches its own labels.
+SETTINGS distributed_product_mode = 'local'

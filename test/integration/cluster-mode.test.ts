@@ -214,6 +214,7 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
       assert.deepEqual(distributed, [
         'hold_minutes',
         'late_write_pages',
+        'lifecycle_arms',
         'lifecycle_flags',
         'lifecycle_holds',
         'lifecycle_records',

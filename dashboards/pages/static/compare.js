@@ -5,16 +5,16 @@
 // samples. Every value from the records (engine names, versions, notes naming selectors) reaches the DOM as text.
 import { el, embed, getJson, table, url } from './common.js';
 
-const PREFIXES = ['both', 'baseline', 'candidate'];
-const ARM_KEYS = ['cluster', 'decode_engine', 'decode_version', 'prefill_engine', 'prefill_version', 'backend', 'from', 'to'];
 /** Every key of a comparison, as /api/compare names them. */
-export const COMPARE_KEYS = [...PREFIXES.flatMap((p) => ARM_KEYS.map((k) => `${p}.${k}`)), 'rollout_at', 'window'];
+// The form's inputs carry /api/compare's keys as their names, rendered by the server from the one list of selector keys
+// (queries/compare-selector.ts): the keys are read from the form rather than copied here.
+const compareKeys = () => [...document.querySelectorAll('#compare-form [name]')].map((input) => input.name);
 
 /** The comparison's keys present in the page URL. */
 export function compareParams(search = location.search) {
   const q = new URLSearchParams(search);
   const out = {};
-  for (const key of COMPARE_KEYS) if (q.get(key)) out[key] = q.get(key);
+  for (const key of compareKeys()) if (q.get(key)) out[key] = q.get(key);
   return out;
 }
 
@@ -125,9 +125,8 @@ async function run(params) {
 
 /** Values seen on the page (clusters, engines, versions, backends) offered in the form's inputs. */
 export function offerCompareValues(rows) {
-  for (const key of ARM_KEYS.slice(0, 6)) {
-    const list = document.getElementById(`cmp-list-${key}`);
-    if (!list) continue;
+  for (const list of document.querySelectorAll('datalist[id^="cmp-list-"]')) {
+    const key = list.id.slice('cmp-list-'.length);
     const have = new Set([...list.options].map((o) => o.value));
     for (const v of [...new Set(rows.map((r) => r[key]))].filter(Boolean).sort()) if (!have.has(v)) list.append(el('option', { value: v }));
   }
@@ -142,13 +141,13 @@ export function initCompare() {
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const params = {};
-    for (const key of COMPARE_KEYS) {
+    for (const key of compareKeys()) {
       const value = form.elements.namedItem(key).value.trim();
       if (value) params[key] = value;
     }
     // In the URL beside the header's keys, without a reload: the rest of the page keeps its state.
     const q = new URLSearchParams(location.search);
-    for (const key of COMPARE_KEYS) q.delete(key);
+    for (const key of compareKeys()) q.delete(key);
     for (const [key, value] of Object.entries(params)) q.set(key, value);
     history.replaceState(null, '', `${location.pathname}?${q}${location.hash}`);
     void run(params);
