@@ -8,7 +8,14 @@ import { el, embed, getJson, table, url } from './common.js';
 /** Every key of a comparison, as /api/compare names them. */
 // The form's inputs carry /api/compare's keys as their names, rendered by the server from the one list of selector keys
 // (queries/compare-selector.ts): the keys are read from the form rather than copied here.
-const compareKeys = () => [...document.querySelectorAll('#compare-form [name]')].map((input) => input.name);
+// Arm by arm (both, baseline, candidate, then rollout_at and window), as links and the page URL have always put them.
+const PREFIXES = ['both', 'baseline', 'candidate'];
+const prefixRank = (name) => {
+  const at = PREFIXES.indexOf(name.split('.')[0]);
+  return at === -1 ? PREFIXES.length : at;
+};
+const compareKeys = () =>
+  [...document.querySelectorAll('#compare-form [name]')].map((input) => input.name).sort((a, b) => prefixRank(a) - prefixRank(b));
 
 /** The comparison's keys present in the page URL. */
 export function compareParams(search = location.search) {
