@@ -1,4 +1,4 @@
-// The Compare view's chart (issue 27): candidate - baseline per metric with its 95 % interval, one small chart per
+// The Compare view's chart: candidate - baseline per metric with its 95 % interval, one small chart per
 // metric, coloured by verdict. GET /charts/compare.json answers the Vega-Lite spec with the comparison it was drawn
 // from (usermeta.comparison: the page's table reads the same numbers, so table and chart never disagree, and the arms
 // are read once); GET /charts/compare.svg renders that spec on the server. Both take /api/compare's keys.

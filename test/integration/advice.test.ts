@@ -1,4 +1,4 @@
-// The hold-timeout advice against the simulator's truth (issue 27, item 4): simulated traffic through the real
+// The hold-timeout advice against the simulator's truth: simulated traffic through the real
 // collector and writer into embedded ClickHouse, advised by `adviseHoldTimeouts` (and `/api/advice`), checked
 // against the true quantile of the time from ABORT to a hold's last write completion.
 //

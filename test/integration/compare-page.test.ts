@@ -1,4 +1,4 @@
-// The page side of issue 27 against real components: simulated traffic through the collector and writer into
+// The page's Compare view and advice against real components: simulated traffic through the collector and writer into
 // embedded ClickHouse, served by the real HTTP server. The Compare chart as SVG and as a spec carrying its comparison,
 // the 400 naming a bad key, an engine name carrying markup escaped wherever it reaches, and the page's shell.
 import assert from 'node:assert/strict';
@@ -11,6 +11,7 @@ import { startHttpServer } from '../../dashboards/index.ts';
 import { CONTENT_SECURITY_POLICY } from '../../dashboards/pages/html.ts';
 import type { SimConfig } from '../../emitter/index.ts';
 import type { AdviceReport, ComparisonReport } from '../../queries/index.ts';
+import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
@@ -21,11 +22,8 @@ const ESCAPED = '&lt;img src=x onerror=alert(1)&gt;';
 const arm =
   (version: string, engine: string, ackLoss: number) =>
   (c: SimConfig): void => {
-    c.requests = 400;
-    c.aborts.probability = 0.5;
-    c.aborts.retryProbability = 0;
-    c.faults.ackLossProbability = ackLoss;
-    c.decode = c.decode.slice(0, 1).map((d) => ({ ...d, id: engine, version, holdTimeoutMs: 2000 }));
+    abortHeavyArm(c, { requests: 400, ackLoss, holdTimeoutMs: 2000 });
+    c.decode = c.decode.slice(0, 1).map((d) => ({ ...d, id: engine, version }));
   };
 
 describe('the Compare view and advice on the page (chdb embedded)', { timeout: 120_000 }, () => {

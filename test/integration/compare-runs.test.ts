@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import type { LifecycleTruth, SimConfig } from '../../emitter/index.ts';
 import { compareArms, DEFAULT_READ_LIMITS, parseCompareRequest, type MetricComparison } from '../../queries/index.ts';
+import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { randomDatabase } from '../support/stack.ts';
 
@@ -18,11 +19,8 @@ const RUNS = ['run-1', 'run-2', 'run-3'];
 const runConfig =
   (arm: string, run: string, ackLoss: number) =>
   (c: SimConfig): void => {
-    c.requests = 600;
-    c.aborts.probability = 0.5;
-    c.aborts.retryProbability = 0;
-    c.faults.ackLossProbability = ackLoss;
-    c.decode = c.decode.map((d, i) => ({ ...d, id: `${arm}-${run}-decode-${i}`, holdTimeoutMs: 2000 }));
+    abortHeavyArm(c, { requests: 600, ackLoss, holdTimeoutMs: 2000 });
+    c.decode = c.decode.map((d, i) => ({ ...d, id: `${arm}-${run}-decode-${i}` }));
     c.experiment = { arm, run };
   };
 

@@ -13,6 +13,7 @@ import {
   type ComparisonReport,
   type MetricComparison,
 } from '../../queries/index.ts';
+import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
 
@@ -23,11 +24,8 @@ import { quietLog, randomDatabase } from '../support/stack.ts';
 const armConfig =
   (version: string, engines: string, ackLoss: number) =>
   (c: SimConfig): void => {
-    c.requests = 1200;
-    c.aborts.probability = 0.5;
-    c.aborts.retryProbability = 0;
-    c.faults.ackLossProbability = ackLoss;
-    c.decode = c.decode.map((d, i) => ({ ...d, id: `${engines}-${i}`, version, holdTimeoutMs: 2000 }));
+    abortHeavyArm(c, { requests: 1200, ackLoss, holdTimeoutMs: 2000 });
+    c.decode = c.decode.map((d, i) => ({ ...d, id: `${engines}-${i}`, version }));
   };
 
 /** The true timeout share of a run: timeouts among its resolved holds, as the simulator decided them. */

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import type { LifecycleTruth, SimConfig } from '../../emitter/index.ts';
 import { compareSummaries, type ArmSummary, type MetricComparison, type MetricName } from '../../queries/compare.ts';
+import { abortHeavyArm } from '../support/arm-config.ts';
 import { armSummaryFromTruth, simulateTruth } from '../support/arm-from-truth.ts';
 
 /**
@@ -14,14 +15,10 @@ import { armSummaryFromTruth, simulateTruth } from '../support/arm-from-truth.ts
 const armConfig =
   (ackLoss: number) =>
   (c: SimConfig): void => {
-    c.requests = 1000;
-    c.aborts.probability = 0.5;
-    c.aborts.retryProbability = 0;
-    c.faults.ackLossProbability = ackLoss;
+    abortHeavyArm(c, { requests: 1000, ackLoss, holdTimeoutMs: 1000 });
     c.transfer.tailProbability = 0.05;
     c.transfer.tailScaleMs = 100;
     c.transfer.tailAlpha = 1.2;
-    c.decode = c.decode.map((d) => ({ ...d, holdTimeoutMs: 1000 }));
   };
 
 const PAIRS = 100;
