@@ -5,15 +5,14 @@
  * equal to a single-node database fed the same spans by the same collector (a queue that hands each batch to both
  * writers), on a fifth chdb server of its own.
  *
- * chdb's server aborts now and then (SIGABRT, nothing on stderr) while it opens a session for a connection from
- * another node, about once a run under load on this 2-core machine. A node that dies is restarted by a watchdog and
- * named in the test's diagnostics: what it stands for is a replica lost and back, which the cluster must survive
- * (reads fall back to the other replica; a sync INSERT fails and the writer retries it until every replica has it).
+ * A node chdb aborts by itself is restarted by a watchdog (test/support/cluster-checks.ts) and named in the test's
+ * diagnostics: reads fall back to the other replica; a sync INSERT fails and the writer retries it until every replica
+ * has it. test/faults/cluster-e2e.test.ts kills a replica on purpose.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TupleParam, type ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient } from '@clickhouse/client';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import type { RetryableResult } from '../../common/index.ts';
@@ -24,6 +23,7 @@ import { createPipelineMetrics, createWriter, InProcessQueue, migrate, storageCo
 import { loadMigrations, migrateStorage } from '../../pipeline/migrate.ts';
 import { startClickHouseCluster, type ClickHouseCluster, type ClickHouseNode } from '../support/clickhouse-cluster.ts';
 import { clickhouseClient, startClickHouseServer, type ClickHouseServer } from '../support/clickhouse-server.ts';
+import { assertReplicasAgree, shardOf, watchNodes, type NodeWatchdog } from '../support/cluster-checks.ts';
 import { quietLog } from '../support/stack.ts';
 
 const CLUSTERED = 'hs_cluster';
@@ -124,20 +124,6 @@ function withoutClock(value: unknown): unknown {
   );
 }
 
-/** The shard (1-based) a Distributed table sharded by cityHash64(cluster, request_id) sends a lifecycle to. */
-async function shardOf(client: ClickHouseClient, keys: readonly { cluster: string; request_id: string }[]): Promise<Map<string, number>> {
-  const result = await client.query({
-    query:
-      'SELECT k.1 AS cluster, k.2 AS request_id, cityHash64(k.1, k.2) % 2 + 1 AS shard FROM (SELECT arrayJoin({keys:Array(Tuple(String, String))}) AS k)',
-    query_params: { keys: keys.map((k) => new TupleParam([k.cluster, k.request_id])) },
-    format: 'JSONEachRow',
-  });
-  const out = new Map<string, number>();
-  for (const r of await result.json<{ cluster: string; request_id: string; shard: number }>())
-    out.set(`${r.cluster}/${r.request_id}`, r.shard);
-  return out;
-}
-
 describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_000 }, () => {
   let cluster: ClickHouseCluster;
   const clients = new Map<ClickHouseNode, ClickHouseClient>();
@@ -149,8 +135,8 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
       try {
         await body(t);
       } catch (error) {
-        if (restarts.length > 0)
-          throw new Error(`${(error as Error).message}\n(nodes restarted: ${restarts.join('; ')})`, { cause: error });
+        if (restarts().length > 0)
+          throw new Error(`${(error as Error).message}\n(nodes restarted: ${restarts().join('; ')})`, { cause: error });
         throw error;
       }
     };
@@ -158,8 +144,8 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
 
   let single: ClickHouseServer;
   let singleClient: ClickHouseClient;
-  let watchdog: NodeJS.Timeout | undefined;
-  const restarts: string[] = [];
+  let watchdog: NodeWatchdog | undefined;
+  const restarts = (): readonly string[] => watchdog?.restarts ?? [];
   /** Set once both schemas exist: the feeding tests fail at once without them rather than wait on the writers. */
   let schemaReady = false;
   /** Read API answers asked again because a node aborted under them. */
@@ -169,19 +155,11 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
     [cluster, single] = await Promise.all([startClickHouseCluster({ shards: 2, replicas: 2 }), startClickHouseServer()]);
     singleClient = clickhouseClient(single.url);
     for (const node of cluster.nodes) clients.set(node, clickhouseClient(node.url));
-    const restarting = new Set<ClickHouseNode>();
-    watchdog = setInterval(() => {
-      for (const { node, exit } of cluster.deadNodes()) {
-        if (restarting.has(node)) continue;
-        restarting.add(node);
-        restarts.push(`${node.label} (${exit})`);
-        void node.restart().finally(() => restarting.delete(node));
-      }
-    }, 200);
+    watchdog = watchNodes(cluster);
   });
 
   after(async () => {
-    clearInterval(watchdog);
+    watchdog?.stop();
     await Promise.all([...clients.values(), singleClient].map((c) => c?.close()));
     await Promise.all([cluster?.stop(), single?.stop()]);
   });
@@ -265,7 +243,7 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
         const fed = performance.now();
         const { spans, truth } = await feedBoth(client(1, 1), singleClient, scenario, seed, requests, startTimeMs);
         t.diagnostic(`${spans} spans, ${truth.length} lifecycles into both in ${(performance.now() - fed).toFixed(0)} ms`);
-        await assertPlacement(scenario);
+        await assertReplicasAgree(client, CLUSTERED, scenario);
         await assertSameStoredRows(scenario);
         const compared = await assertSameAnswers(startTimeMs, truth);
         t.diagnostic(`${compared} read API answers equal`);
@@ -273,34 +251,10 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
           await assertCrossShardVictims(t, startTimeMs);
           await assertBackfillFindsTheLateWrites();
         }
-        if (restarts.length > 0) t.diagnostic(`chdb nodes that aborted and were restarted so far: ${restarts.join('; ')}`);
+        if (restarts().length > 0) t.diagnostic(`chdb nodes that aborted and were restarted so far: ${restarts().join('; ')}`);
         if (retriedReads.length > 0) t.diagnostic(`reads asked again after a node abort: ${retriedReads.join(', ')}`);
       }),
     );
-  }
-
-  /**
-   * Every span and record of a lifecycle on the shard its key hashes to, and both replicas of a shard holding the same
-   * rows (read with FINAL: an INSERT retried after a replica failed may have left a copy on the other until a merge).
-   */
-  async function assertPlacement(scenario: string): Promise<void> {
-    for (const [table, identity] of [
-      ['spans', 'request_id, generation, name, trace_id, span_id'],
-      ['lifecycle_states', 'request_id, generation'],
-      ['lifecycle_records', 'bucket, request_id, generation, is_deleted'],
-      ['page_allocations', 'allocated_at, request_id, generation'],
-    ]) {
-      for (const shard of [1, 2]) {
-        const digest =
-          `SELECT count() AS n, sum(cityHash64(${identity})) AS h, countIf(cityHash64(cluster, request_id) % 2 + 1 != ${shard}) AS misplaced ` +
-          `FROM ${CLUSTERED}.${table}_local FINAL`;
-        const [a] = await rows<{ n: number; h: string; misplaced: number }>(client(shard, 1), digest);
-        const [b] = await rows<{ n: number; h: string; misplaced: number }>(client(shard, 2), digest);
-        assert.deepEqual(a, b, `${scenario}: replicas of shard ${shard} hold the same ${table}`);
-        assert.equal(a?.misplaced, 0, `${scenario}: ${table} on shard ${shard}`);
-        assert.ok((a?.n ?? 0) > 0, `${scenario}: shard ${shard} holds ${table}`);
-      }
-    }
   }
 
   /** The stored tables' live rows (FINAL, through Distributed) equal the single node's, but for when they were computed. */
@@ -376,7 +330,7 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
           for (let attempt = 1; ; attempt++) {
             const res = await fetch(`http://127.0.0.1:${port}${path}`);
             const answer = { status: res.status, body: await res.text() };
-            if ((answer.status !== 503 && answer.status !== 500) || restarts.length === 0 || attempt === 20) return answer;
+            if ((answer.status !== 503 && answer.status !== 500) || restarts().length === 0 || attempt === 20) return answer;
             retriedReads.push(`${answer.status} ${path.split('?')[0]}`);
             await sleep(1000);
           }

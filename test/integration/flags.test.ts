@@ -4,19 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS, startHttpServer } from '../../dashboards/index.ts';
-import { buildScenario, createPdEmitter, LifecycleFlag, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
+import { buildScenario, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
 import { computeFlags, formatStringListText, runQuery, type Flag } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
+import { assertLateWriteVictimsEqualTruth, assertLifecycleFlagsEqualTruth, isLifecycleFlag } from '../support/flag-truth.ts';
+import { assertPr35049LateWrite, sendPr35049Trace } from '../support/pr35049-trace.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
-
-const PER_LIFECYCLE: string[] = Object.values(LifecycleFlag);
 
 const window = (startTimeMs: number) => ({
   from: new Date(startTimeMs - 60_000).toISOString(),
@@ -38,23 +35,18 @@ describe('detections against the simulator ground truth', () => {
           c.requests = name === 'mixed' ? 700 : 300;
         });
         const { flags } = await computeFlags(client, database, window(run.startTimeMs), undefined, { limitPerKind: 100_000 });
-        const raised = new Set(flags.filter((f) => PER_LIFECYCLE.includes(f.kind)).map((f) => `${f.kind} ${f.request_id}/${f.generation}`));
-        const truth = new Set(run.truth.flatMap((t) => t.flags.map((k) => `${k} ${t.request_id}/${t.generation}`)));
-        const falsePositives = [...raised].filter((x) => !truth.has(x));
-        const missed = [...truth].filter((x) => !raised.has(x));
-        assert.deepEqual({ falsePositives, missed }, { falsePositives: [], missed: [] });
+        const raised = assertLifecycleFlagsEqualTruth(flags, run.truth);
         if (name === 'steady')
           assert.deepEqual(
             flags.filter((f) => f.severity === 'critical'),
             [],
           );
-        if (name === 'late-write-bug' || name === 'mixed') assert.ok(raised.size > 0);
+        if (name === 'late-write-bug' || name === 'mixed') assert.ok(raised > 0);
         if (name === 'mixed') {
           // Capped to the 2 most recent per kind, with totals that still count every flag.
           const capped = await computeFlags(client, database, window(run.startTimeMs), undefined, { limitPerKind: 2 });
           const count = (list: Flag[]) => list.reduce((m, f) => m.set(f.kind, (m.get(f.kind) ?? 0) + 1), new Map<string, number>());
-          for (const [kind, n] of count(capped.flags.filter((f) => PER_LIFECYCLE.includes(f.kind))))
-            assert.ok(n <= 2, `${kind}: ${n} listed`);
+          for (const [kind, n] of count(capped.flags.filter(isLifecycleFlag))) assert.ok(n <= 2, `${kind}: ${n} listed`);
           assert.deepEqual(new Map(capped.totals.map((t) => [t.kind, t.count])), count(flags));
           assert.ok(
             capped.totals.some((t) => t.count > 2),
@@ -66,7 +58,7 @@ describe('detections against the simulator ground truth', () => {
         // and names its incident.
         const config = buildScenario(name, seed).config;
         const version = new Map([...config.prefill, ...config.decode].map((e) => [e.id, e.version]));
-        for (const flag of flags.filter((f) => PER_LIFECYCLE.includes(f.kind))) {
+        for (const flag of flags.filter(isLifecycleFlag)) {
           const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
           const where = `${flag.kind} ${flag.request_id}/${flag.generation}: ${flag.summary}`;
           assert.ok(flag.summary.includes(`decode ${t.decode_engine} (${version.get(t.decode_engine)})`), where);
@@ -80,27 +72,7 @@ describe('detections against the simulator ground truth', () => {
             assert.match((flag as { incident?: string }).incident ?? '', /^[0-9a-f]{16}$/, where);
           }
         }
-        for (const flag of flags.filter((f) => f.kind === 'late_write')) {
-          const t = byKey.get(`${flag.request_id}/${flag.generation}`) as LifecycleTruth;
-          const expected = new Map<string, number[]>();
-          for (const w of t.late_writes)
-            for (const v of w.victims)
-              expected.set(
-                `${v.request_id}/${v.generation}`,
-                [...new Set([...(expected.get(`${v.request_id}/${v.generation}`) ?? []), ...v.pages])].sort((a, b) => a - b),
-              );
-          const got = new Map(
-            (flag.evidence.victims as { request_id: string; generation: number; pages: number[] }[]).map((v) => [
-              `${v.request_id}/${v.generation}`,
-              [...v.pages].sort((a, b) => a - b),
-            ]),
-          );
-          assert.deepEqual(got, expected, `victims of ${flag.request_id}/${flag.generation}`);
-          assert.deepEqual(
-            flag.evidence.pages,
-            [...new Set(t.late_writes.flatMap((w) => w.pages))].sort((a, b) => a - b),
-          );
-        }
+        assertLateWriteVictimsEqualTruth(flags, run.truth);
         if (name === 'late-write-bug') {
           // Every transfer span stored twice, as a replay after a crash leaves it: the victims query reads the spans
           // table without FINAL, so it must still return each landing once.
@@ -139,40 +111,12 @@ describe('detections against the simulator ground truth', () => {
     const queue = new InProcessQueue(writer, { maxPendingSpans: 10_000, timeoutMs: 30_000, metrics, log: quietLog });
     const collector = new Collector(collectorConfigSchema.parse({ port: 0, host: '127.0.0.1' }), { log: quietLog, queue });
     const port = await collector.start();
-    const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}/v1/traces` });
-    const engine = (attrs: Record<string, string | number>) =>
-      new TracerProvider({
-        resource: resourceFromAttributes({ 'pd.engine.version': 'sglang-pr35049-off', 'pd.transfer.backend': 'mooncake', ...attrs }),
-        spanProcessors: [new SimpleSpanProcessor({ exporter })],
-      });
-    const decodeProvider = engine({ 'pd.role': 'decode', 'pd.engine.id': 'decode-0', 'pd.kv.capacity_slots': 65536 });
-    const prefillProvider = engine({ 'pd.role': 'prefill', 'pd.engine.id': 'prefill-0' });
-    const decode = createPdEmitter(decodeProvider.getTracer('decode'));
-    const prefill = createPdEmitter(prefillProvider.getTracer('prefill'));
-    // The trace's clock is seconds since engine start; anchor it an hour ago.
-    const base = Date.now() - 3_600_000 - 878_000;
-    const at = (s: number) => base + s * 1000;
-    const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
-    const A = { requestId: 'room-A', generation: 0 };
-    const B = { requestId: 'room-B', generation: 0 };
-    decode.kvAllocated(A, { pages: range(14, 44), slots: 31 * 16 }, { time: at(878.7) });
-    prefill.transferChunk(
-      A,
-      { rank: 0, chunkIndex: 0, pages: range(14, 44), status: 'ok', bytes: 31 * 327_680, decodeEngineId: 'decode-0' },
-      { start: at(878.8), end: at(884.8) },
-    );
-    decode.released(A, { reason: 'forced', pages: range(14, 44) }, { time: at(881.28) });
-    decode.kvAllocated(B, { pages: range(1, 32), slots: 32 * 16 }, { time: at(881.31) });
-    await Promise.all([decodeProvider.forceFlush(), prefillProvider.forceFlush()]);
+    const startMs = Date.now() - 3_600_000;
+    await sendPr35049Trace(`http://127.0.0.1:${port}`, 'room', startMs);
     await writer.flush();
     await collector.shutdown();
-    const { flags } = await computeFlags(client, database, window(at(870)));
-    const late = flags.filter((f) => f.kind === 'late_write');
-    assert.equal(late.length, 1);
-    assert.equal(late[0]?.request_id, 'room-A');
-    assert.equal(late[0]?.severity, 'critical');
-    assert.deepEqual(late[0]?.evidence.victims, [{ request_id: 'room-B', generation: 0, pages: range(14, 32) }]);
-    assert.match(late[0]?.summary ?? '', /room-B\/0/);
+    const { flags } = await computeFlags(client, database, window(startMs - 10_000));
+    assertPr35049LateWrite(flags, 'room');
   });
 
   it('times its requests by route and the named queries behind them on /metrics', async () => {

@@ -124,7 +124,7 @@ export async function assertReadApiMatchesTruth(apiUrl: string, truth: Lifecycle
   const check = async (id: string) => {
     const generations = byId.get(id) as LifecycleTruth[];
     const res = await fetch(`${apiUrl}/api/lifecycles/${encodeURIComponent(id)}`);
-    assert.equal(res.status, 200, `request ${id}`);
+    if (res.status !== 200) assert.fail(`request ${id}: ${res.status} ${(await res.text()).slice(0, 500)}`);
     const body = (await res.json()) as { request_id: string; lifecycles: Record<string, unknown>[] };
     assert.equal(body.request_id, id);
     assert.deepEqual(

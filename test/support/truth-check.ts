@@ -15,7 +15,14 @@ import { isDeepStrictEqual } from 'node:util';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
-import { buildScenario, runSimulation, type LifecycleTruth, type ScenarioName, type SimulationSummary } from '../../emitter/index.ts';
+import {
+  buildScenario,
+  runSimulation,
+  type LifecycleTruth,
+  type ScenarioName,
+  type SimConfig,
+  type SimulationSummary,
+} from '../../emitter/index.ts';
 import { clickhouseClient, type ClickHouseServer } from './clickhouse-server.ts';
 import { kafkaForTests, type KafkaMock } from './kafka-mock.ts';
 import { actualRecord, assertReadApiMatchesTruth, expectedRecord, quietLog } from './stack.ts';
@@ -31,10 +38,12 @@ export async function simulate(
   seed: number,
   requests: number,
   idPrefix: string,
+  adjust: (config: SimConfig) => void = () => undefined,
 ): Promise<SimulationSummary & { startTimeMs: number }> {
   const { config } = buildScenario(scenario, seed);
   config.requests = requests;
   config.idPrefix = idPrefix;
+  adjust(config);
   const startTimeMs = Date.now() - 3_600_000;
   const summary = await runSimulation({ config, endpoint, startTimeMs, pace: 'fast' });
   assert.equal(summary.spansFailed, 0, `${scenario}: spans the collector did not accept`);
@@ -158,7 +167,7 @@ export async function assertHoldMinutesMatchTruth(client: ClickHouseClient, data
  */
 export async function assertStoredEqualsTruth(
   t: TestContext,
-  server: ClickHouseServer,
+  server: Pick<ClickHouseServer, 'url'>,
   database: string,
   produced: Produced,
   readApi: 'all' | number,

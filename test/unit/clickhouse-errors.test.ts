@@ -13,6 +13,7 @@ describe('ClickHouse failures by code', () => {
       [202, 'TOO_MANY_SIMULTANEOUS_QUERIES', 'transient'],
       [241, 'MEMORY_LIMIT_EXCEEDED', 'transient'],
       [252, 'TOO_MANY_PARTS', 'transient'],
+      [32, 'ATTEMPT_TO_READ_AFTER_EOF', 'transient'],
       [60, 'UNKNOWN_TABLE', 'setup'],
       [516, 'AUTHENTICATION_FAILED', 'setup'],
       [243, 'NOT_ENOUGH_SPACE', 'setup'],
