@@ -323,9 +323,9 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
         `/api/queries/flags_lifecycle?${window}`,
       ];
       for (const path of paths) {
-        // A node that aborted mid-read (restarted by the watchdog) fails the read: 503, or 500 when the read had
-        // already reached it (common/clickhouse.ts does not count that error transient). Asked again, as a page
-        // would be, and counted: only while a node was restarted.
+        // A node that aborted mid-read (restarted by the watchdog) fails the read: 503 (codes 32, 210, 279), or 500
+        // should it die with a code common/clickhouse.ts does not count transient. Asked again, as a page would, and
+        // counted: only while a node was restarted.
         const ask = async (port: number) => {
           for (let attempt = 1; ; attempt++) {
             const res = await fetch(`http://127.0.0.1:${port}${path}`);
