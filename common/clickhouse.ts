@@ -70,11 +70,6 @@ export type ClickHouseFailureKind = 'transient' | 'setup' | 'content';
 
 // The server answered, but the same statement may succeed later: it is busy, restarting, or short of a resource.
 const TRANSIENT_CODES = new Set([
-  // ATTEMPT_TO_READ_AFTER_EOF: on a cluster, a Distributed table's peer closed the connection mid-packet (a replica
-  // died under the statement); on a live one it succeeds. Never the rows' content here: holdscope's INSERTs are
-  // TabSeparated, whose truncation ClickHouse reports as 27. Taken for content, an INSERT under a dying replica
-  // would send good rows to span_dead_letters.
-  '32',
   '74', // CANNOT_READ_FROM_FILE_DESCRIPTOR (the server's socket or disk read failed)
   '75', // CANNOT_WRITE_TO_FILE_DESCRIPTOR
   '159', // TIMEOUT_EXCEEDED

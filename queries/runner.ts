@@ -2,7 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { classifyClickHouseError, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
+import { classifyClickHouseError, clickHouseFailureKind, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
 import { parseStringListText } from './list-text.ts';
 import { leavesRowsWhenStopped, readGateOf } from './read-gate.ts';
 import { checkReadWindow, DEFAULT_READ_LIMITS, describeDuration, parseReadTime, type ReadLimits } from './read-window.ts';
@@ -277,23 +277,33 @@ async function execute<T>(
   const started = performance.now();
   let ok = false;
   try {
-    const result = await client.query({
-      // The newline ends a comment on the query's last line; no query file has a SETTINGS clause of its own.
-      query: `${sql}\n${limitSettings(limits)}`,
-      format: 'JSONEachRow',
-      query_params: params,
-      clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
-    });
-    const rows = (await result.json()) as T[];
-    ok = true;
-    return rows;
-  } catch (error) {
-    // Still holding the turn, so no other read of this connection runs before the rows are cleared.
-    if (isServerError(error) && leavesRowsWhenStopped(client)) await clearStoppedRows(client);
-    if (isServerError(error) && PARAMETER_ERROR_CODES.has(error.code)) {
-      throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await client.query({
+          // The newline ends a comment on the query's last line; no query file has a SETTINGS clause of its own.
+          query: `${sql}\n${limitSettings(limits)}`,
+          format: 'JSONEachRow',
+          query_params: params,
+          clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
+        });
+        const rows = (await result.json()) as T[];
+        ok = true;
+        return rows;
+      } catch (error) {
+        // Still holding the turn, so no other read of this connection runs before the rows are cleared.
+        if (isServerError(error) && leavesRowsWhenStopped(client)) await clearStoppedRows(client);
+        if (isServerError(error) && PARAMETER_ERROR_CODES.has(error.code)) {
+          throw new InputError(`query ${name}: a parameter does not fit its type (ClickHouse error ${error.code})`, { cause: error });
+        }
+        const limited = limitError(error, name, limits);
+        if (limited) throw limited;
+        // Asked once more: a refusal of the query itself repeats, while a code ClickHouse also gives for a connection
+        // cut under the read does not (32, ATTEMPT_TO_READ_AFTER_EOF, when a Distributed table's replica dies), and
+        // the second try reads from a live replica.
+        if (attempt === 1 && clickHouseFailureKind(error) === 'content') continue;
+        throw classifyClickHouseError(error, `query ${name}`);
+      }
     }
-    throw limitError(error, name, limits) ?? classifyClickHouseError(error, `query ${name}`);
   } finally {
     release();
     if (queryChannel.hasSubscribers)

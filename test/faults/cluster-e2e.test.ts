@@ -54,7 +54,7 @@ const DEFAULT_REQUESTS = 120;
 /** How long the killed replica stays down while spans keep coming. */
 const OUTAGE_MS = 8000;
 /** Lifecycles also compared through the read API (one HTTP request per request id): the late writers and a spread. */
-const READ_API_SAMPLE = 80;
+const READ_API_SAMPLE = 40;
 
 /** `holdscope migrate` with `args`; rejects with its output when it fails. */
 async function runMigrate(args: string[]): Promise<string> {

@@ -95,8 +95,11 @@ export async function assertReplicasAgree(
   }
 }
 
+/** Attempts of a check: chdb aborts more often under load, and each abort costs the check that met it. */
+const CHECK_ATTEMPTS = 5;
+
 /**
- * Runs a read-only `check` again (3 attempts in all) when a node died under it, once every node is back: a chdb abort
+ * Runs a read-only `check` again (CHECK_ATTEMPTS in all) when a node died under it, once every node is back: a chdb abort
  * costs a read on that node (the read API answers 503), which a page would ask again. A failure while every node
  * stayed up is the check's own and is thrown at once. Each retry is noted in `retried`.
  */
@@ -113,7 +116,7 @@ export async function checkDespiteAborts<T>(
       return await check();
     } catch (error) {
       const nodeDied = watchdog.restarts.length > restartsBefore || cluster.deadNodes().length > 0;
-      if (attempt === 3 || !nodeDied) throw error;
+      if (attempt === CHECK_ATTEMPTS || !nodeDied) throw error;
       retried.push(`${what} (${(error as Error).message.split('\n')[0]?.slice(0, 120)})`);
       const deadline = Date.now() + 60_000;
       while (cluster.deadNodes().length > 0 && Date.now() < deadline) await sleep(200);
