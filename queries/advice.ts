@@ -244,13 +244,15 @@ export async function adviseHoldTimeouts(
     runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) }, read),
   ]);
   const groups = rows.map((row) => groupAdvice(row, target));
-  for (const engineRows of pinnedRowsByEngine(pinned)) {
-    const first = engineRows[0] as PinnedRow;
-    const mine = groups.filter((g) => g.cluster === first.cluster && g.decode_engine === first.decode_engine);
-    const worst = worstStorm(engineRows, window.fromMs, thresholds);
-    if (mine.length === 0 || !worst) continue;
-    await addStormCost(client, database, mine, worst, options.nowMs ?? Date.now(), read);
-  }
+  // One read per decode engine, at once: each engine's groups are its own.
+  await Promise.all(
+    pinnedRowsByEngine(pinned).map(async (engineRows) => {
+      const first = engineRows[0] as PinnedRow;
+      const mine = groups.filter((g) => g.cluster === first.cluster && g.decode_engine === first.decode_engine);
+      const worst = worstStorm(engineRows, window.fromMs, thresholds);
+      if (mine.length > 0 && worst) await addStormCost(client, database, mine, worst, options.nowMs ?? Date.now(), read);
+    }),
+  );
   return { from: window.from, to: window.to, target, groups };
 }
 

@@ -20,6 +20,21 @@ export const gpdQuantileAbove = (g: GeneralizedPareto, tail: number): number => 
 export const gpdSample = (g: GeneralizedPareto, rng: Rng): number => gpdQuantileAbove(g, rng.open());
 
 /**
+ * `out.length` GPD draws in ascending order, without a sort: the order statistics of m standard exponentials are the
+ * partial sums of Z_i / (m - i) for i = 0..m-1 (Rényi's representation), and a GPD excess is an increasing function of
+ * its exponential, -log P(Y > y). The parametric bootstrap draws hundreds of such samples a group, and the sort was
+ * half its time.
+ */
+export function sortedGpdSample(g: GeneralizedPareto, rng: Rng, out: Float64Array): void {
+  const m = out.length;
+  let exponential = 0;
+  for (let i = 0; i < m; i++) {
+    exponential += -Math.log(rng.open()) / (m - i);
+    out[i] = g.scale * expm1Over(g.shape, exponential);
+  }
+}
+
+/**
  * Probability-weighted-moment fit (Hosking & Wallis 1987) of excesses sorted ascending. Chosen over maximum
  * likelihood because it is closed-form (the parametric bootstrap refits it hundreds of times) and, for the shapes
  * latency tails have (|ξ| < 0.5), about as efficient at the sample sizes the advice uses it for (30 to 2,000

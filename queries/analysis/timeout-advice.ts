@@ -4,7 +4,7 @@
 // are enough peaks over a threshold, and a plain "too few" otherwise.
 import { checkSorted, quantileInterval } from './quantiles.ts';
 import { Rng } from '../../common/index.ts';
-import { fitGeneralizedPareto, gpdQuantileAbove, gpdSample, type GeneralizedPareto } from './tail.ts';
+import { fitGeneralizedPareto, gpdQuantileAbove, sortedGpdSample, type GeneralizedPareto } from './tail.ts';
 
 export interface AdviceOptions {
   /** Target probability that a write lands after release; 1 in 10,000 by default. */
@@ -106,8 +106,7 @@ function bootstrapExtrapolation(tail: GeneralizedPareto, k: number, n: number, p
   for (let b = 0; b < replicates; b++) {
     const peaks = Math.min(buffer.length, Math.max(2, rng.poisson(k)));
     const sample = buffer.subarray(0, peaks);
-    for (let j = 0; j < peaks; j++) sample[j] = gpdSample(tail, rng);
-    sample.sort();
+    sortedGpdSample(tail, rng, sample);
     estimates[b] = gpdQuantileAbove(fitGeneralizedPareto(sample), Math.min(1, p / (peaks / n)));
   }
   estimates.sort();

@@ -3,7 +3,8 @@
 -- param from DateTime64(9, 'UTC'): holds starting at or after this time
 -- param to DateTime64(9, 'UTC'): holds starting before this time
 -- param cluster String = '': one cluster, or all when empty
--- param sample_size UInt32 = 50000: the most tails (and hold durations) kept per group, a uniform sample of them (reservoir): 50,000 is above the 36,887 holds the empirical quantile needs at the default target of 1 in 10,000 (minimumEmpiricalSamples), and bounds the read at about 1.2 MB a group however many holds it has
+-- param sample_size UInt32 = 50000: the most tails kept per group, a uniform sample of them (reservoir): 50,000 is above the 36,887 holds the empirical quantile needs at the default target of 1 in 10,000 (minimumEmpiricalSamples), and bounds the read at about 0.3 MB a group however many holds it has
+-- param holds_sample_size UInt32 = 5000: the most holds kept per group for the cost (a mean over them: slot-seconds per abort), a uniform sample: 5,000 puts the mean within about 3 % of the whole group's for hold lengths as spread as an hour's (two standard errors at a coefficient of variation of 1), where 50,000 tuples cost more to read and decode than the rest of the advice
 -- param seed UInt64 = 1: the samples' seed, so the same window gives the same advice
 -- columns: cluster, prefill_version, decode_version, backend, decode_engine, holds, open, drained, timeouts, without_evidence (resolved holds with a failed or timed-out write: no completion time), unsafe_releases, with_evidence, timeout_common_ms (the most common hold timeout), timeout_max_ms, capacity_slots, today_slot_seconds (held slots × hold duration per resolved hold, its mean), tails_ms (sample: ms from ABORT to the last write's completion, 0 when it completed before ABORT), holds_sample (sample of (release ms after ABORT, -1 when open; held slots; 1 when drained))
 --
@@ -32,7 +33,7 @@ SELECT
     max(capacity_slots) AS capacity_slots,
     avgIf(held_slots * hold_ms / 1000, resolution != 'open') AS today_slot_seconds,
     groupArraySampleIf({sample_size:UInt32}, {seed:UInt64})(tail, evidence) AS tails_ms,
-    groupArraySample({sample_size:UInt32}, {seed:UInt64} + 1)((coalesce(hold_ms, -1), toUInt64(held_slots), toUInt8(resolution = 'drained'))) AS holds_sample
+    groupArraySample({holds_sample_size:UInt32}, {seed:UInt64} + 1)((coalesce(hold_ms, -1), toUInt64(held_slots), toUInt8(resolution = 'drained'))) AS holds_sample
 FROM
 (
     SELECT cluster, pv AS prefill_version, decode_version, backend, decode_engine, resolution, unsafe_release, hold_timeout_ms,
