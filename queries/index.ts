@@ -71,3 +71,13 @@ export {
   type HoldTimeoutAdvice,
   type StormHold,
 } from './advice.ts';
+export {
+  createOtelTraces,
+  fillOtelTracesFromSpans,
+  GENERIC_QUESTION_NAMES,
+  GENERIC_QUESTIONS,
+  runGenericQuestion,
+  stormPeaks,
+  type GenericQuestion,
+  type StormPeak,
+} from './generic/index.ts';

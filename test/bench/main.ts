@@ -3,7 +3,9 @@
  * on one broker (librdkafka's mock cluster) and one ClickHouse server (chdb serving HTTP), so the ratios hold on a
  * noisy shared machine. Prints a table, then one JSON object as the last line. Stages: 1-2 the ceiling and the
  * pipeline draining one backlog (5, its memory); 3 freshness and violation-alert latency at the offered load, and at
- * half of it in the full run; 4 the pages' requests over a large dataset.
+ * half of it in the full run; 4 the pages' requests over a large dataset, and the on-call questions over the same spans
+ * stored as the OpenTelemetry Collector's ClickHouse exporter stores them; 5 the same backlog and the pages' requests on a
+ * 2-shard cluster against the single server.
  */
 import { Command } from 'commander';
 import { createHash } from 'node:crypto';
@@ -20,6 +22,8 @@ import { runFreshnessStage, type FreshnessStageResult } from './freshness-stage.
 import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
 import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
 import { FigureSheet, progress, report, stage } from './report.ts';
+import { timeGenericStack } from './generic-stack.ts';
+import { runClusterStage } from './cluster-stage.ts';
 
 const program = new Command('bench')
   .option('--quick', 'a smaller run, under 2 minutes')
@@ -29,11 +33,13 @@ const program = new Command('bench')
   .option('--freshness-seconds <s>', 'length of the freshness run (default 60; quick 10)')
   .option('--no-half-load', 'skip the second freshness run at half the offered load (the quick run always does)')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
+  .option('--no-cluster', 'skip the cluster stage: the backlog and the pages on 2 shards against the single server')
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
   .parse();
 const opts = program.opts<{
   quick?: boolean;
   halfLoad: boolean;
+  cluster: boolean;
   spans?: string;
   lifecycles?: string;
   rate?: string;
@@ -308,6 +314,42 @@ try {
     note: 'slowest request of the on-call page, last hour',
   });
 
+  // 4b: the same questions over the same spans, stored as the OpenTelemetry Collector's ClickHouse exporter stores them.
+  stage('the generic stack: otel_traces side by side');
+  const generic = await timeGenericStack({
+    client,
+    database: queryDb,
+    from: new Date(endMs - 3_600_000).toISOString(),
+    to: new Date(endMs).toISOString(),
+    runs: Number(opts.runs ?? (quick ? 5 : 20)),
+    warmUps: PAGE_WARM_UPS,
+    mergeTimeoutMs: (quick ? 1 : 15) * 60_000,
+    onProgress: (n) => progress(`generic stack: ${n} runs`),
+  });
+  for (const f of generic.figures) figures.add({ ...f, name: `  ${f.name}` });
+
+  // 5: the same backlog and page on 2 shards against the single server (test/bench/cluster-stage.ts). A cluster that
+  // fails (chdb aborts beyond what the watchdog mends) costs this stage's figures, not the run's.
+  let clusterJson: Record<string, number | null> = {};
+  if (opts.cluster) {
+    try {
+      clusterJson = await runClusterStage({
+        run,
+        brokers: mock.brokers,
+        backlogTopic: topic,
+        backlogSpans: backlog.spans,
+        singleNode: { client, templateDb: pipelineDb, pipelineSpansPerSecond: drained.spansPerSecond },
+        lifecycles: Math.min(settings.lifecycles, quick ? 50_000 : 1_000_000),
+        runs: Number(opts.runs ?? (quick ? 5 : 20)),
+        quick,
+        figures,
+      });
+    } catch (error) {
+      stage(`cluster stage failed: ${(error as Error).message.split('\n')[0]}`);
+      clusterJson = { cluster_pipeline_spans_per_s: null, cluster_query_p95_ms: null };
+    }
+  }
+
   report(figures.all(), {
     machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
     command: `npm run bench${quick ? ' -- --quick' : ''}`,
@@ -335,6 +377,8 @@ try {
       query_lifecycles: dataset.lifecycles,
       merges_settled_s: Math.round(merges.seconds),
       merges_settled_before_freshness_s: Math.round(drainMerges.seconds),
+      ...generic.json,
+      ...clusterJson,
     },
   });
 } finally {

@@ -22,11 +22,18 @@ export async function buildQueryDataset(options: {
   endMs: number;
   /** Lay the copies this far apart (ms) rather than end to end, e.g. spread over a week of mostly quiet hours. */
   strideMs?: number;
+  /**
+   * A cluster created node by node (`client` one of its nodes, `nodes` a client of every node): the schema goes to
+   * every node, the copies and the records through the Distributed tables over `client`, as the pipeline writes them,
+   * and each node merges its own `_local` record tables.
+   */
+  cluster?: { name: string; nodes: readonly ClickHouseClient[] };
   onProgress?: (lifecycles: number) => void;
 }): Promise<{ lifecycles: number; spans: number; hours: number; seconds: number }> {
-  const { client, templateDb, database } = options;
+  const { client, templateDb, database, cluster } = options;
   const started = performance.now();
-  await migrate(client, { database, retentionDays: 30 });
+  const layout = cluster ? { cluster: cluster.name, ddl: 'node-by-node' as const, nodes: cluster.nodes } : {};
+  await migrate(client, { database, retentionDays: 30, ...layout });
   const templateLifecycles = await scalar(
     client,
     `SELECT count() AS n FROM (SELECT DISTINCT cluster, request_id, generation FROM ${templateDb}.lifecycle_states)`,
@@ -58,7 +65,10 @@ export async function buildQueryDataset(options: {
   // which FINAL must merge across on each read (3-8x slower at 10M lifecycles): merge the record tables, as a
   // live table's background merges have by then.
   for (const table of ['lifecycle_records', 'lifecycle_flags', 'lifecycle_holds', 'page_allocations']) {
-    await client.command({ query: `OPTIMIZE TABLE ${database}.${table} FINAL`, clickhouse_settings: { optimize_throw_if_noop: 0 } });
+    for (const node of cluster?.nodes ?? [client]) {
+      const query = `OPTIMIZE TABLE ${database}.${table}${cluster ? '_local' : ''} FINAL`;
+      await node.command({ query, clickhouse_settings: { optimize_throw_if_noop: 0 } });
+    }
   }
   const lifecycles = await scalar(
     client,
