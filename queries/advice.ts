@@ -8,7 +8,7 @@ import { InputError, type ClickHouseClient } from '../common/index.ts';
 import { adviseTimeout, sortAscending, type TimeoutAdvice } from './analysis/index.ts';
 import { judgePinnedRows, pinnedRowsByEngine, stormReadParams, type PinnedRow } from './distribution.ts';
 import { flagThresholdsSchema, type FlagThresholds } from './flag-model.ts';
-import { checkReadWindow, DEFAULT_READ_LIMITS, parseWindowTime, type ReadLimits, type ReadWindow } from './read-window.ts';
+import { DEFAULT_READ_LIMITS, readWindow, type ReadLimits, type ReadWindow } from './read-window.ts';
 import { runQuery, runQueryCapped, type ReadOptions } from './runner.ts';
 import { STORM_WINDOW_MS } from './storms.ts';
 
@@ -40,10 +40,7 @@ export function adviceWindow(
   limits: Pick<ReadLimits, 'maxReadWindowMs'>,
   nowMs = Date.now(),
 ): ReadWindow {
-  const toMs = to ? parseWindowTime(to, 'to', nowMs) : nowMs;
-  const fromMs = from ? parseWindowTime(from, 'from', nowMs) : toMs - DEFAULT_ADVICE_WINDOW_MS;
-  checkReadWindow(fromMs, toMs, limits.maxReadWindowMs);
-  return { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
+  return readWindow(from, to, limits, { defaultMs: DEFAULT_ADVICE_WINDOW_MS, now: () => nowMs });
 }
 
 /** A row of advice_tails.sql. */

@@ -183,7 +183,7 @@ export interface ReadWindow {
 }
 
 /**
- * The from/to of a request, checked: both ISO 8601 times within range, `to` after `from`, at most `maxWindowMs` apart.
+ * The from/to of a request, checked: both ISO 8601 times, `now` or times relative to now (`-2h`) within range, `to` after `from`, at most `maxWindowMs` apart.
  * With `defaultMs`, a missing `to` is now and a missing `from` is `defaultMs` before `to`; without it both are required.
  */
 export function readWindow(
@@ -193,8 +193,9 @@ export function readWindow(
   options: { defaultMs?: number; now?: () => number } = {},
 ): ReadWindow {
   if (options.defaultMs === undefined && (!from || !to)) throw new InputError('from and to are required, as ISO 8601 times');
-  const toMs = to ? parseReadTime(to, 'to') : (options.now ?? Date.now)();
-  const fromMs = from ? parseReadTime(from, 'from') : toMs - (options.defaultMs as number);
+  const nowMs = (options.now ?? Date.now)();
+  const toMs = to ? parseWindowTime(to, 'to', nowMs) : nowMs;
+  const fromMs = from ? parseWindowTime(from, 'from', nowMs) : toMs - (options.defaultMs as number);
   checkReadWindow(fromMs, toMs, limits.maxReadWindowMs);
   return { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
 }

@@ -55,6 +55,11 @@ describe('read window: the one rule for every read range', () => {
       () => readWindow('2026-12-01T00:00:00Z', '2026-12-01T02:00:00Z', { maxReadWindowMs: 3_600_000 }),
       /covers 2 hours; a read may cover at most 1 hour /,
     );
+    // Times relative to now, as every windowed read takes them (the page's links, a script's `-2h`).
+    const now = () => Date.UTC(2026, 11, 1, 12);
+    assert.equal(readWindow('-2h', 'now', DEFAULT_READ_LIMITS, { now }).fromMs, Date.UTC(2026, 11, 1, 10));
+    assert.equal(readWindow('-30m', undefined, DEFAULT_READ_LIMITS, { now, defaultMs: 3_600_000 }).toMs, now());
+    rejects(() => readWindow('-2x', 'now', DEFAULT_READ_LIMITS, { now }), /^from: expected an ISO 8601 time or a time relative to now/);
     const w = readWindow('2026-12-01T00:00:00Z', '2026-12-08T00:00:00Z', DEFAULT_READ_LIMITS);
     assert.deepEqual(w, {
       from: '2026-12-01T00:00:00.000Z',
