@@ -50,9 +50,9 @@ export async function fillOtelTracesFromSpans(
   options: { sinceIso?: string } = {},
 ): Promise<{ rows: number }> {
   const db = checkedDatabase(database);
-  // ClickHouse's DateTime64 parameter text: no 'T', no 'Z'.
-  const since = (options.sinceIso ?? '1970-01-01T00:00:00.000Z').replace('T', ' ').replace('Z', '');
-  await client.command({ query: readSql('otel_traces_from_spans.sql'), query_params: { db, since } });
+  const fill = parseQueryFile(readSql('otel_traces_from_spans.sql'), 'otel_traces_from_spans.sql');
+  const since: Record<string, string> = options.sinceIso === undefined ? {} : { since: options.sinceIso };
+  await client.command({ query: fill.sql, query_params: { ...bindParams(fill, since), db } });
   const res = await client.query({
     query: 'SELECT count() AS n FROM {db:Identifier}.otel_traces',
     query_params: { db },

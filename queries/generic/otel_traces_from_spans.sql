@@ -1,3 +1,6 @@
+-- name: generic_otel_traces_from_spans
+-- purpose: fills otel_traces with the exporter's row of each stored span (the header below says how each column is made)
+-- param since DateTime64(9, 'UTC') = '1970-01-01T00:00:00Z': spans starting at or after this time (a site would have stored every span; the bench fills the hours its window reads)
 -- Fills `otel_traces` (otel_traces.sql) with the rows the OpenTelemetry Collector's ClickHouse exporter would have
 -- written for the spans holdscope stored: how the bench and the tests put the same spans in both stores.
 --
