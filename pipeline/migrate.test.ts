@@ -76,6 +76,8 @@ describe('the cluster schema, rendered ON CLUSTER with Replicated engines and no
         'page_allocations',
         'span_dead_letters',
         'lifecycle_arms',
+        'lifecycles',
+        'lifecycle_record_rows',
       ].map((t) => [t, `prod_cluster, holdscope, ${t}_local, cityHash64(cluster, request_id)`]),
     );
     expected.set('hold_minutes', 'prod_cluster, holdscope, hold_minutes_local, cityHash64(cluster, minute)');
@@ -101,6 +103,17 @@ describe('the cluster schema, rendered ON CLUSTER with Replicated engines and no
       }
     }
     assert.equal(views, 6, 'materialized views');
+    // Plain views merge a lifecycle's states on its own shard: a view over a Distributed table would not send a key
+    // filter on to the shards (ClickHouse's analyzer), and each would return every state it holds.
+    let plainViews = 0;
+    for (const { name, text } of statements(nodeByNode)) {
+      const view = /CREATE (?:OR REPLACE )?VIEW (?:IF NOT EXISTS )?holdscope\.(\w+)/.exec(code(text));
+      if (!view) continue;
+      plainViews++;
+      assert.match(view[1]!, /_local$/, name);
+      for (const [, table] of code(text).matchAll(/FROM holdscope\.(\w+)/g)) assert.match(table!, /_local$/, `${name}: reads ${table}`);
+    }
+    assert.equal(plainViews, 3, 'plain views (lifecycles, and lifecycle_record_rows twice)');
   });
 
   it('renders no _local table or Distributed table on one node', () => {

@@ -13,7 +13,7 @@
 --   unsafe_release    released by timeout while a write lacked completion evidence (in flight at release,
 --                     failed or timed out)
 
-CREATE VIEW IF NOT EXISTS {{db}}.lifecycles {{on_cluster}} AS
+CREATE VIEW IF NOT EXISTS {{db}}.lifecycles{{local}} {{on_cluster}} AS
 SELECT
     cluster, request_id, generation, first_seen, last_seen, decode_engine, decode_version, backend, capacity_slots,
     arraySort(prefill_engines) AS prefill_engines,
@@ -82,7 +82,15 @@ FROM
             groupUniqArrayArray(releases) AS releases_all,
             groupUniqArrayArray(checksums) AS checksums,
             min(cancelled_at) AS cancelled_min
-        FROM {{db}}.lifecycle_states
+        FROM {{db}}.lifecycle_states{{local}}
         GROUP BY cluster, request_id, generation
     ) AS merged
 ) AS firsts;
+
+-- On a cluster the view runs on each node over its own states (all of a lifecycle's spans are on one shard), and a
+-- Distributed table of the plain name fronts it: a read filtered by lifecycle key is sent to every shard and each
+-- reaches its states' primary key. A view over the Distributed states instead does not send the filter on with
+-- ClickHouse's analyzer, and every shard returned all its states.
+-- @cluster-only
+CREATE TABLE IF NOT EXISTS {{db}}.lifecycles {{on_cluster}} AS {{db}}.lifecycles{{local}}
+ENGINE = Distributed({{cluster_name}}, {{db}}, lifecycles{{local}}, cityHash64(cluster, request_id));

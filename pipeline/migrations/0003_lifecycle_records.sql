@@ -34,14 +34,18 @@ ENGINE = Distributed({{cluster_name}}, {{db}}, lifecycle_records{{local}}, cityH
 -- The rows one computation writes: the live record in its first_seen hour, and deletions for every later hour its
 -- spans reach (where an earlier computation may have put it). Read with a filter on the lifecycle key: it reaches
 -- the states' primary key through both views.
-CREATE VIEW IF NOT EXISTS {{db}}.lifecycle_record_rows {{on_cluster}} AS
+CREATE VIEW IF NOT EXISTS {{db}}.lifecycle_record_rows{{local}} {{on_cluster}} AS
 SELECT hour AS bucket, * EXCEPT (hour), now64(9) AS computed_at, toUInt8(hour != toStartOfHour(first_seen)) AS is_deleted
 FROM
 (
     SELECT *, arrayJoin(arrayMap(k -> toStartOfHour(first_seen) + toIntervalHour(k),
         range(toUInt32(1 + least(48, dateDiff('hour', toStartOfHour(first_seen), toStartOfHour(last_seen))))))) AS hour
-    FROM {{db}}.lifecycles
+    FROM {{db}}.lifecycles{{local}}
 ) AS spread;
+
+-- @cluster-only
+CREATE TABLE IF NOT EXISTS {{db}}.lifecycle_record_rows {{on_cluster}} AS {{db}}.lifecycle_record_rows{{local}}
+ENGINE = Distributed({{cluster_name}}, {{db}}, lifecycle_record_rows{{local}}, cityHash64(cluster, request_id));
 
 -- Holds still open are read over a day before a window (they pin pages without sending spans): this index lets
 -- those reads skip granules without any.

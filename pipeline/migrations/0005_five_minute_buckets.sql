@@ -10,13 +10,13 @@
 -- every record computed again from the lifecycle states (pipeline/migrate.ts, after these statements), which also
 -- fills lifecycle_flags through its materialized view.
 
-CREATE OR REPLACE VIEW {{db}}.lifecycle_record_rows {{on_cluster}} AS
+CREATE OR REPLACE VIEW {{db}}.lifecycle_record_rows{{local}} {{on_cluster}} AS
 SELECT slot AS bucket, * EXCEPT (slot), now64(9) AS computed_at, toUInt8(slot != toStartOfFiveMinutes(first_seen)) AS is_deleted
 FROM
 (
     SELECT *, arrayJoin(arrayMap(k -> toStartOfFiveMinutes(first_seen) + toIntervalMinute(5 * k),
         range(toUInt32(1 + least(576, intDiv(dateDiff('minute', toStartOfFiveMinutes(first_seen), toStartOfFiveMinutes(last_seen)), 5)))))) AS slot
-    FROM {{db}}.lifecycles
+    FROM {{db}}.lifecycles{{local}}
 ) AS spread;
 
 TRUNCATE TABLE IF EXISTS {{db}}.lifecycle_flags{{local}} {{on_cluster}};

@@ -12,3 +12,7 @@ FROM {db:Identifier}.lifecycle_record_rows
 WHERE (cluster, request_id, generation) IN arrayConcat(
     {keys_0:Array(Tuple(String, String, UInt32))}, {keys_1:Array(Tuple(String, String, UInt32))},
     {keys_2:Array(Tuple(String, String, UInt32))}, {keys_3:Array(Tuple(String, String, UInt32))})
+-- On a cluster the rows come back through this node and go out through the Distributed records, to every replica of
+-- their shard: ClickHouse's default would run the INSERT on each shard into one replica's local table, which leaves
+-- the other replicas without the records where the Distributed table itself replicates (node-by-node DDL).
+SETTINGS parallel_distributed_insert_select = 0

@@ -195,15 +195,17 @@ describe('cluster mode, node by node, on 2 shards x 2 replicas', { timeout: 150_
         'lifecycle_arms',
         'lifecycle_flags',
         'lifecycle_holds',
+        'lifecycle_record_rows',
         'lifecycle_records',
         'lifecycle_states',
+        'lifecycles',
         'page_allocations',
         'span_dead_letters',
         'spans',
       ]);
       for (const name of distributed)
         assert.ok(
-          expected.some((r) => r.name === `${name}_local` && /MergeTree$/.test(r.engine)),
+          expected.some((r) => r.name === `${name}_local` && /MergeTree$|^View$/.test(r.engine)),
           name,
         );
       assert.ok(expected.every((r) => !r.engine.startsWith('Replicated')));
