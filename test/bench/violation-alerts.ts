@@ -6,14 +6,15 @@
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Attr, encodeOtlpProtobuf, forEachSpan, ResourceAttr, type OtlpTraceRequest } from '../../contract/index.ts';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { createPdEmitter } from '../../emitter/index.ts';
 import { startAlertmanager, startWebhook, type Service, type Webhook } from '../support/alerting.ts';
 import { startOtlpReceiver } from '../support/otlp-sink.ts';
+import type { AlertProxyMessage } from './alert-proxy.ts';
 
 /** One probe: an OTLP request of one span that completes a violation on its own, its own incident by its decode engine. */
 export interface ViolationProbe {
@@ -80,79 +81,45 @@ export interface AlertReceiver {
   stop(): Promise<void>;
 }
 
-interface PostedAlert {
-  labels?: Record<string, string>;
-  endsAt?: string;
-}
-
+/** The proxy runs on a worker thread (test/bench/alert-proxy.ts says why); Alertmanager and its webhook are processes. */
 export async function startAlertReceiver(): Promise<AlertReceiver> {
   const webhook: Webhook = await startWebhook();
   let alertmanager: Service | undefined;
-  let server: Server | undefined;
+  let proxy: Worker | undefined;
   const acceptedAt = new Map<string, number>();
   const posts = { accepted: 0, refused: 0 };
   const stop = async () => {
-    if (server) {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server?.close(() => resolve()));
+    if (proxy) {
+      const exited = once(proxy, 'exit');
+      proxy.postMessage('stop');
+      await Promise.race([exited, sleep(5_000).then(() => proxy?.terminate())]);
     }
     await alertmanager?.stop();
     await webhook.close();
   };
+  let port: number;
   try {
     alertmanager = await startAlertmanager(webhook.url);
-    const target = alertmanager.url;
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const body = Buffer.concat(chunks);
-        const headers: Record<string, string> = {};
-        if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
-        if (req.headers.authorization) headers.authorization = req.headers.authorization;
-        const method = req.method ?? 'GET';
-        fetch(`${target}${req.url ?? '/'}`, { method, headers, body: method === 'GET' || method === 'HEAD' ? undefined : body })
-          .then(async (answer) => {
-            const answeredAt = performance.now();
-            const text = await answer.arrayBuffer();
-            if (method === 'POST' && req.url?.startsWith('/api/v2/alerts')) {
-              if (answer.ok) {
-                posts.accepted++;
-                noteFiring(body, answeredAt, acceptedAt);
-              } else posts.refused++;
-            }
-            res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' });
-            res.end(Buffer.from(text));
-          })
-          .catch((error: unknown) => {
-            res.writeHead(502);
-            res.end(error instanceof Error ? error.message : String(error));
-          });
-      });
+    // A worker thread does not inherit tsx's loader (`node --import tsx`): the thread registers it, then loads the proxy.
+    const load = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(new URL('./alert-proxy.ts', import.meta.url).href)}); })`;
+    proxy = new Worker(load, { eval: true, workerData: { target: alertmanager.url, enginePrefix: PROBE_ENGINE_PREFIX } });
+    proxy.on('message', (message: AlertProxyMessage) => {
+      if (message.kind === 'post') posts[message.ok ? 'accepted' : 'refused']++;
+      // Kept as this thread's performance.now(), as the probes' sending times are.
+      else if (message.kind === 'firing' && !acceptedAt.has(message.engine!))
+        acceptedAt.set(message.engine!, message.atMs! - performance.timeOrigin);
     });
-    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const listening = new Promise<number>((resolve, reject) => {
+      proxy!.on('message', (message: AlertProxyMessage) => message.kind === 'listening' && resolve(message.port!));
+      proxy!.once('error', reject);
+      proxy!.once('exit', (code) => reject(new Error(`the alert proxy's thread exited (${code}) before listening`)));
+    });
+    port = await listening;
   } catch (error) {
     await stop();
     throw error;
   }
-  const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}`, acceptedAt, posts, stop };
-}
-
-/** Notes the first acceptance of each probe's firing alert (endsAt ahead: a resolved one ends at or before now). */
-function noteFiring(body: Buffer, atMs: number, acceptedAt: Map<string, number>): void {
-  let alerts: PostedAlert[];
-  try {
-    alerts = JSON.parse(body.toString('utf8')) as PostedAlert[];
-  } catch {
-    return;
-  }
-  const now = Date.now();
-  for (const alert of Array.isArray(alerts) ? alerts : []) {
-    const engine = alert.labels?.decode_engine ?? '';
-    if (!engine.startsWith(PROBE_ENGINE_PREFIX) || acceptedAt.has(engine)) continue;
-    if (Date.parse(alert.endsAt ?? '') > now) acceptedAt.set(engine, atMs);
-  }
 }
 
 export interface ViolationAlertResult {
