@@ -65,6 +65,20 @@ export const port = () =>
     .min(0, 'expected a port number 0-65535')
     .max(65535, 'expected a port number 0-65535');
 
+/**
+ * A ClickHouse identifier holdscope writes into SQL text itself (a database or cluster name in the schema's DDL):
+ * letters, digits and underscores, so it needs no quoting. Queries bind it as {db:Identifier} instead.
+ */
+export const clickhouseIdentifier = () =>
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected an identifier ([A-Za-z_][A-Za-z0-9_]*)');
+
+/** `value` checked as a clickhouseIdentifier where no configuration schema read it; a ConfigError names `key`. */
+export function checkedIdentifier(key: string, value: string): string {
+  const result = clickhouseIdentifier().safeParse(value);
+  if (!result.success) throw new ConfigError(`${key}: ${result.error.issues[0]?.message ?? 'invalid'}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 /** What a configuration key says about itself beyond its schema: its help text, and the environment variable that may set it. */
 export interface KeyInfo {
   /** One line for `--help`: what the key sets (the schema's JSDoc says why its default is what it is). */

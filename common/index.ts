@@ -23,5 +23,5 @@ export {
   type Listening,
   type Readiness,
 } from './http.ts';
-export { loadConfig, key, type KeyInfo } from './config.ts';
+export { checkedIdentifier, loadConfig, key, type KeyInfo } from './config.ts';
 export { Rng } from './rng.ts';

@@ -1,15 +1,22 @@
 import { z } from 'zod';
 import type { ClickHouseConnection } from '../common/clickhouse.ts';
 import { spanTimeKeys } from '../contract/index.ts';
-import { brokerList, intAtLeast, key, nonNegativeInt, port, positiveNumber, shutdownTimeoutMs } from '../common/config.ts';
+import {
+  brokerList,
+  clickhouseIdentifier,
+  intAtLeast,
+  key,
+  nonNegativeInt,
+  port,
+  positiveNumber,
+  shutdownTimeoutMs,
+} from '../common/config.ts';
 
 /** The pipeline's rebalance timeout unless configured (see `rebalanceTimeoutMs`). */
 export const DEFAULT_REBALANCE_TIMEOUT_MS = 20_000;
 
 /** The pipeline's cap on rows in flight unless configured (see `maxInFlightBytes`). */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 24 * 2 ** 20;
-
-const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected an identifier ([A-Za-z_][A-Za-z0-9_]*)');
 
 /** Where ClickHouse is and how the schema is laid out; shared by the pipeline, `migrate`, `serve` and `query`. */
 export const storageConfigSchema = z.object({
@@ -27,7 +34,7 @@ export const storageConfigSchema = z.object({
     secret: true,
   }),
   /** Database holding holdscope's tables. */
-  database: key(identifier.default('holdscope'), {
+  database: key(clickhouseIdentifier().default('holdscope'), {
     help: "database holding holdscope's tables",
     env: 'CLICKHOUSE_DATABASE',
     placeholder: 'name',
@@ -35,7 +42,7 @@ export const storageConfigSchema = z.object({
   /** Data directory of embedded ClickHouse: under the working directory so `npm start` keeps its data across runs. */
   data: key(z.string().min(1).default('.data/clickhouse'), { help: 'embedded ClickHouse data directory', placeholder: 'dir' }),
   /** ClickHouse cluster name for ON CLUSTER, Replicated and Distributed tables (CLICKHOUSE_CLUSTER). */
-  clickhouseCluster: key(identifier.optional(), {
+  clickhouseCluster: key(clickhouseIdentifier().optional(), {
     help: 'ClickHouse cluster: ON CLUSTER, Replicated and Distributed tables',
     env: 'CLICKHOUSE_CLUSTER',
     placeholder: 'name',

@@ -1,13 +1,20 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { classifyClickHouseError, ConfigError, createClickHouse, retry, type ClickHouseClient, type Logger } from '../common/index.ts';
+import {
+  checkedIdentifier,
+  classifyClickHouseError,
+  ConfigError,
+  createClickHouse,
+  retry,
+  type ClickHouseClient,
+  type Logger,
+} from '../common/index.ts';
 import { clickHouseConnection, type StorageConfig } from './config.ts';
 import { rebuildHoldMinutes } from './hold-minutes.ts';
 import { rebuildLifecycleRecords } from './records.ts';
 
 const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
 /** How a cluster's schema is created (pipeline/config.ts `clickhouseClusterDdl` says what each mode is for). */
 type ClusterDdl = StorageConfig['clickhouseClusterDdl'];
@@ -43,13 +50,8 @@ const onClusterClause = (options: SchemaOptions) => (replicatedDdl(options) ? `O
 
 /** Fills a migration's template from validated options; identifiers are checked, never taken from span data. */
 function render(sql: string, options: SchemaOptions): string[] {
-  for (const [key, value] of [
-    ['database', options.database],
-    ['cluster', options.cluster ?? 'x'],
-  ] as const) {
-    if (!IDENTIFIER.test(value))
-      throw new ConfigError(`${key}: expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(value)}`);
-  }
+  checkedIdentifier('database', options.database);
+  if (options.cluster !== undefined) checkedIdentifier('cluster', options.cluster);
   if (!Number.isInteger(options.retentionDays) || options.retentionDays < 1) {
     throw new ConfigError(`retentionDays: expected an integer >= 1, got ${options.retentionDays}`);
   }

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { classifyClickHouseError, clickHouseFailureKind, InputError, isServerError, type ClickHouseClient } from '../common/index.ts';
 import { parseStringListText } from './list-text.ts';
 import { leavesRowsWhenStopped, readGateOf } from './read-gate.ts';
-import { checkReadWindow, DEFAULT_READ_LIMITS, describeDuration, parseReadTime, type ReadLimits } from './read-window.ts';
+import { checkReadWindow, DEFAULT_READ_LIMITS, describeDuration, parseWindowTime, type ReadLimits } from './read-window.ts';
 
 // Server codes meaning a parameter value did not parse as its declared type: the caller's error, not ours.
 // (Not 130, CANNOT_READ_ARRAY_FROM_TEXT: the one list type a query may declare reaches ClickHouse parsed, so an array
@@ -148,6 +148,7 @@ export function bindParams(
   def: QueryDefinition,
   given: Record<string, ParamValue>,
   maxWindowMs = DEFAULT_READ_LIMITS.maxReadWindowMs,
+  nowMs = Date.now(),
 ): Record<string, ParamValue> {
   const bound: Record<string, ParamValue> = {};
   const times = new Map<string, number>();
@@ -176,7 +177,8 @@ export function bindParams(
     if (/^Float\d+$/.test(base) && !Number.isFinite(Number(value)))
       throw new InputError(`${p.name}: expected a number (${p.type}), got ${JSON.stringify(value)}`);
     if (/^DateTime/.test(base)) {
-      const ms = parseReadTime(value, p.name);
+      // As every windowed read: ISO 8601, `now` or relative to it (`-2h`), so a link or a script reads alike everywhere.
+      const ms = parseWindowTime(value, p.name, nowMs);
       times.set(p.name, ms);
       // ClickHouse parses parameters in its own format only: ISO 8601 becomes 'YYYY-MM-DD hh:mm:ss.sss' (UTC).
       bound[p.name] = new Date(ms).toISOString().replace('T', ' ').replace('Z', '');

@@ -5,13 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, InputError, type ClickHouseClient } from '../../common/index.ts';
+import { checkedIdentifier, InputError, type ClickHouseClient } from '../../common/index.ts';
 import { pinnedRowsByEngine, judgePinnedRows, type PinnedRow } from '../distribution.ts';
 import type { FlagThresholds } from '../flag-model.ts';
 import { bindParams, parseQueryFile, type QueryDefinition } from '../runner.ts';
 
 const DIR = dirname(fileURLToPath(import.meta.url));
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
 /**
  * The four on-call questions, each with the holdscope query that answers it: its name under queries/sql and the
@@ -26,17 +25,12 @@ export const GENERIC_QUESTIONS = {
 export type GenericQuestion = keyof typeof GENERIC_QUESTIONS;
 export const GENERIC_QUESTION_NAMES = Object.keys(GENERIC_QUESTIONS) as GenericQuestion[];
 
-function checkedDatabase(database: string): string {
-  if (!IDENTIFIER.test(database))
-    throw new ConfigError(`database: expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(database)}`);
-  return database;
-}
-
 const readSql = (file: string) => readFileSync(join(DIR, file), 'utf8');
 
 /** Creates the exporter's `otel_traces` table in `database` (which must exist), as the exporter creates it. */
 export async function createOtelTraces(client: ClickHouseClient, database: string): Promise<void> {
-  const db = checkedDatabase(database);
+  // The exporter's DDL as it is, with the database written in: checked, since it is not bound as a parameter.
+  const db = checkedIdentifier('database', database);
   await client.command({ query: readSql('otel_traces.sql').replace(/\{\{db\}\}/g, db) });
 }
 
@@ -49,13 +43,12 @@ export async function fillOtelTracesFromSpans(
   database: string,
   options: { sinceIso?: string } = {},
 ): Promise<{ rows: number }> {
-  const db = checkedDatabase(database);
   const fill = parseQueryFile(readSql('otel_traces_from_spans.sql'), 'otel_traces_from_spans.sql');
   const since: Record<string, string> = options.sinceIso === undefined ? {} : { since: options.sinceIso };
-  await client.command({ query: fill.sql, query_params: { ...bindParams(fill, since), db } });
+  await client.command({ query: fill.sql, query_params: { ...bindParams(fill, since), db: database } });
   const res = await client.query({
     query: 'SELECT count() AS n FROM {db:Identifier}.otel_traces',
-    query_params: { db },
+    query_params: { db: database },
     format: 'JSONEachRow',
   });
   return { rows: Number(((await res.json()) as { n: number | string }[])[0]?.n ?? 0) };
@@ -83,7 +76,7 @@ export async function runGenericQuestion<T = Record<string, unknown>>(
   const def = definition(question);
   const res = await client.query({
     query: def.sql,
-    query_params: { ...bindParams(def, params), db: checkedDatabase(database) },
+    query_params: { ...bindParams(def, params), db: database },
     format: 'JSONEachRow',
   });
   return res.json<T>();

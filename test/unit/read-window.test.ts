@@ -99,6 +99,20 @@ describe('read window: the one rule for every read range', () => {
       bindParams(kv, { from: '2026-11-01T00:00:00Z', to: '2026-12-01T00:00:00Z' }, cli.maxReadWindowMs).to,
       '2026-12-01 00:00:00.000',
     );
+    // Times relative to now, as the pages' reads take them, and bounded alike.
+    const nowMs = Date.UTC(2026, 11, 6, 12);
+    assert.deepEqual(
+      [bindParams(kv, { from: '-2h', to: 'now' }, undefined, nowMs).from, bindParams(kv, { from: '-2h', to: 'now' }, undefined, nowMs).to],
+      ['2026-12-06 10:00:00.000', '2026-12-06 12:00:00.000'],
+    );
+    rejects(
+      () => bindParams(kv, { from: '-8d', to: 'now' }, undefined, nowMs),
+      /^from\.\.to covers 8 days; a read may cover at most 7 days /,
+    );
+    rejects(
+      () => bindParams(kv, { from: '-2x', to: 'now' }, undefined, nowMs),
+      /^from: expected an ISO 8601 time or a time relative to now/,
+    );
   });
 
   it('declares its defaults and refuses nonsense', () => {
