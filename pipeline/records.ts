@@ -50,12 +50,14 @@ export class LifecycleKeySet {
 /**
  * Recomputes the stored records of these lifecycles from their states (after their spans are in ClickHouse), then
  * the hold minutes their holds started in (migration 0010). Idempotent: running it again, or for a replayed batch,
- * writes the same records and minutes.
+ * writes the same records and minutes. `onRecordsStored` is told as soon as the records (and so their flags) are
+ * stored, before the hold minutes: the violation push waits for it, and the minutes are no part of an alert.
  */
 export async function refreshLifecycleRecords(
   client: ClickHouseClient,
   database: string,
   keys: readonly LifecycleKeyTuple[],
+  onRecordsStored?: () => void,
 ): Promise<void> {
   const statements = keyStatements(database, keys);
   const touched = new Map<string, HoldMinute>();
@@ -66,6 +68,7 @@ export async function refreshLifecycleRecords(
       throw classifyClickHouseError(error, `refreshing ${count} lifecycle records`);
     }
   }
+  onRecordsStored?.();
   for (const { params, count } of statements) {
     try {
       const res = await client.query({ query: TOUCHED_HOLD_MINUTES, query_params: params, format: 'JSONCompactEachRow' });

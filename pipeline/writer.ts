@@ -29,8 +29,9 @@ export interface SpanWriterOptions {
   metrics: PipelineMetrics;
   log: Logger;
   /**
-   * Told after each successful record refresh: the lifecycles' records, and so their flags, are stored (the violation
-   * push looks up at once). Called synchronously and must not block; what it throws is logged and ignored.
+   * Told as soon as a record refresh has stored the lifecycles' records, and so their flags (the violation push looks up
+   * at once), before their hold minutes; again if a retry stores them again. Called synchronously and must not block;
+   * what it throws is logged and ignored.
    */
   onRecordsStored?: () => void;
 }
@@ -291,7 +292,7 @@ export class SpanWriter {
       await retry(
         async () => {
           const stopTimer = this.options.metrics.refreshSeconds.startTimer();
-          await refreshLifecycleRecords(this.options.client, this.options.database, keys);
+          await refreshLifecycleRecords(this.options.client, this.options.database, keys, () => this.recordsStored());
           stopTimer();
         },
         {
@@ -308,7 +309,6 @@ export class SpanWriter {
       this.pendingRows = Math.max(0, this.pendingRows - rows);
       this.options.metrics.rowsPending.set(this.pendingRows);
     }
-    this.recordsStored();
     for (const w of waiters) w.resolve();
   }
 

@@ -11,6 +11,7 @@ export interface ViolationAlertMetrics {
   untracked: Gauge;
   pushSeconds: Histogram<'alertmanager'>;
   lookupFailures: Counter;
+  lookupSeconds: Histogram;
 }
 
 export function createViolationAlertMetrics(registry = new Registry()): ViolationAlertMetrics {
@@ -56,6 +57,13 @@ export function createViolationAlertMetrics(registry = new Registry()): Violatio
       help: 'Time of one POST of violation alerts to an Alertmanager, successful or not',
       labelNames: ['alertmanager'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+      registers,
+    }),
+    // A lookup stands between a stored record and its alert: with the POST, it is the push's share of the 2 s.
+    lookupSeconds: new Histogram({
+      name: 'holdscope_violation_lookup_seconds',
+      help: 'Time of one lookup of the current violation incidents (a read of the flagged records), successful or not',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
       registers,
     }),
     lookupFailures: new Counter({

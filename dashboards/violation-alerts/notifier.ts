@@ -188,6 +188,7 @@ class ViolationNotifier implements ViolationAlerts {
       from: new Date(nowMs - this.options.config.alertQuietMs - LOOKBACK_MARGIN_MS).toISOString(),
       to: new Date(nowMs + LOOKAHEAD_MS).toISOString(),
     };
+    const timer = this.metrics.lookupSeconds.startTimer();
     try {
       const report = await listIncidents(client, database, window, {
         maxIncidents: this.maxTracked,
@@ -209,6 +210,8 @@ class ViolationNotifier implements ViolationAlerts {
       if (!this.lookupFailing) log.warn({ err: (error as Error).message }, 'violation lookup failed; alerts already firing are kept');
       this.lookupFailing = true;
       return undefined;
+    } finally {
+      timer();
     }
   }
 }

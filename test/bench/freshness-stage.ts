@@ -33,8 +33,9 @@ export interface FreshnessStageResult extends FreshnessResult {
     /** That computed_at → Alertmanager's 2xx for its alert: the INSERT, then the push's lookup, queue and POST. */
     pushP50Ms: number;
     pushP99Ms: number;
-    /** The pipeline's mean record refresh (the INSERT the nudge waits for) and mean POST to Alertmanager, over the stage. */
+    /** The pipeline's mean record refresh (the INSERT the nudge waits for), lookup and POST to Alertmanager, over the stage. */
     refreshMeanMs: number;
+    lookupMeanMs: number;
     postMeanMs: number;
   };
 }
@@ -146,6 +147,7 @@ export async function runFreshnessStage(options: {
         pushP99Ms: percentile(pushMs, 99),
         refreshMeanMs: meanMs('holdscope_pipeline_record_refresh_duration_seconds'),
         postMeanMs: meanMs('holdscope_violation_alert_push_seconds'),
+        lookupMeanMs: meanMs('holdscope_violation_lookup_seconds'),
       },
     };
   } finally {
