@@ -13,13 +13,10 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kafka } from 'kafkajs';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { decodeOtlpProtobuf, encodeOtlpProtobuf, forEachSpan } from '../../contract/index.ts';
 import { migrate, Pipeline, pipelineConfigSchema } from '../../pipeline/index.ts';
 import { spawnCollector, type CollectorProcess } from '../support/collector-process.ts';
@@ -34,6 +31,7 @@ import {
 } from '../support/kafka-mock.ts';
 import { readTopic } from '../support/kafka-read.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 /** Spans the collector lets wait for Kafka before it answers 429: about 50 requests' worth. */
 const MAX_PENDING_SPANS = 600;
@@ -219,7 +217,7 @@ describe('faults: collector flood (`holdscope collector` process, mock Kafka slo
       const unavailableInKafka = unavailable.filter((r) => r.spanIds.some((id) => inKafka.has(id)));
 
       // ClickHouse: the pipeline, started now that the flood is over, stores everything Kafka has.
-      client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-flood-chdb-')) });
+      client = await embeddedClickHouse('holdscope-flood-chdb-');
       const database = randomDatabase('flood');
       await migrate(client, { database, retentionDays: 30 });
       pipeline = new Pipeline(

@@ -13,11 +13,8 @@
 // what makes a 1-in-10,000 truth exact enough from two thousand holds. Left out: the few writes whose posting after
 // ABORT depended on an earlier completion (a freed in-flight slot), a negligible dependence.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { buildScenario, ClusterModel, type SimConfig } from '../../emitter/index.ts';
 import { adviseHoldTimeouts, peakPinnedSlots, runQuery, type AdviceReport, type StormHold } from '../../queries/index.ts';
@@ -25,6 +22,7 @@ import { trueExceedanceProbability, type KnownDistribution } from '../../queries
 import { loadScenario } from '../support/load.ts';
 import { recordingSink } from '../support/recording-sink.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const SEED = 27;
 const REQUESTS = Number(process.env.HOLDSCOPE_ADVICE_REQUESTS ?? 6000);
@@ -112,7 +110,7 @@ describe('hold-timeout advice against the simulator truth', () => {
     return { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
   };
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     database = randomDatabase('advice');
     run = await loadScenario(client, database, 'steady', SEED, adjust);
     config = buildScenario('steady', SEED).config;

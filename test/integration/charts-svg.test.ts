@@ -1,21 +1,19 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { escapeHtml } from '../../dashboards/pages/html.ts';
 import { loadScenario } from '../support/load.ts';
 import { EVIL_ID, loadEvilRequest } from '../support/markup-request.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 describe('GET /charts/:name.svg renders the page specs on the server', () => {
   let client: ClickHouseClient;
   let server: { port: number; close(): Promise<void> };
   let base = '';
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     const database = randomDatabase('charts');
     await loadScenario(client, database, 'mixed', 21, (c) => void (c.requests = 300), Date.now() - 8 * 60_000);
     await loadEvilRequest(client, database, Date.now() - 4 * 60_000);

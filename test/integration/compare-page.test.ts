@@ -2,11 +2,8 @@
 // embedded ClickHouse, served by the real HTTP server. The Compare chart as SVG and as a spec carrying its comparison,
 // the 400 naming a bad key, an engine name carrying markup escaped wherever it reaches, and the page's shell.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { CONTENT_SECURITY_POLICY } from '../../dashboards/pages/html.ts';
 import type { SimConfig } from '../../emitter/index.ts';
@@ -14,6 +11,7 @@ import type { AdviceReport, ComparisonReport } from '../../queries/index.ts';
 import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const EVIL_ENGINE = '<img src=x onerror=alert(1)>';
 const ESCAPED = '&lt;img src=x onerror=alert(1)&gt;';
@@ -40,7 +38,7 @@ describe('the Compare view and advice on the page (chdb embedded)', { timeout: 1
   const query = (p: Record<string, string>) => new URLSearchParams(p).toString();
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     const database = randomDatabase('cmppage');
     await loadScenario(client, database, 'steady', 301, arm('v1', EVIL_ENGINE, 0), at);
     await loadScenario(client, database, 'steady', 302, arm('v2', 'decode-v2', 0.1), at);

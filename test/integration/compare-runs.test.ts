@@ -2,16 +2,14 @@
 // pd.experiment.arm and pd.experiment.run, three runs per arm through the real collector and writer into embedded
 // ClickHouse, then `compareArms` with `arm` selectors, as `holdscope compare --baseline arm=... --candidate arm=...`.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import type { LifecycleTruth, SimConfig } from '../../emitter/index.ts';
 import { compareArms, DEFAULT_READ_LIMITS, parseCompareRequest, type MetricComparison } from '../../queries/index.ts';
 import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const RUNS = ['run-1', 'run-2', 'run-3'];
 
@@ -37,7 +35,7 @@ describe('experiment arms compared across their runs (chdb embedded)', { timeout
   const truth: Record<string, LifecycleTruth[]> = {};
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     for (const [arm, ackLoss, seed] of [
       ['baseline', 0, 300],
       ['candidate', 0.1, 400],

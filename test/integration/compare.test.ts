@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import type { LifecycleTruth, SimConfig } from '../../emitter/index.ts';
 import {
@@ -16,6 +13,7 @@ import {
 import { abortHeavyArm } from '../support/arm-config.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 /**
  * One arm's traffic: the steady scenario with many aborts (about 400 holds), a 2 s hold timeout so timed-out holds
@@ -67,7 +65,7 @@ describe('holdscope compare against the simulator ground truth (chdb embedded)',
   };
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     ({ truth: truthV1 } = await loadScenario(client, database, 'steady', 101, armConfig('v1', 'decode-a', 0), sameWindowAt));
     ({ truth: truthV2 } = await loadScenario(client, database, 'steady', 102, armConfig('v2', 'decode-b', 0.1), sameWindowAt));
   });

@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import type { ComparisonReport, Flag, Incident } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { EVIL_ID, EVIL_VICTIM, loadEvilRequest, loadLateWrite } from '../support/markup-request.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -28,7 +26,7 @@ describe('the on-call page in a real browser (Chromium)', { timeout: 90_000 }, (
   const dialogs: string[] = [];
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     const database = randomDatabase('page');
     await loadScenario(client, database, 'mixed', 31, (c) => void (c.requests = 300), Date.now() - 8 * 60_000);
     await loadEvilRequest(client, database, Date.now() - 3 * 60_000);

@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import type { ScenarioName, SimConfig } from '../../emitter/index.ts';
 import { computeFlags, type Flag } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const DISTRIBUTION = ['timeout_heavy', 'pairing_incompatible', 'long_transfer_tail', 'kv_capacity_exhaustion'];
 
 describe('distribution flags fire on the scenario built to provoke them and stay silent on steady', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import type { LifecycleTruth, SimConfig } from '../../emitter/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 /** One run of an experiment: its label on every engine (none for `unlabelled`), its seed and its request ids' prefix. */
 interface Run {
@@ -59,7 +57,7 @@ describe('experiment arms: lifecycle_arms holds each lifecycle its decode engine
   };
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     for (const run of RUNS) {
       const { truth } = await loadScenario(client, database, 'steady', run.seed, runConfig(run));
       truths.set(run.prefix, { run, truth });

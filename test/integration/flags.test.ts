@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS, startHttpServer } from '../../dashboards/index.ts';
 import { buildScenario, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { createPipelineMetrics, createWriter, InProcessQueue, migrate } from '../../pipeline/index.ts';
@@ -14,6 +11,7 @@ import { loadScenario } from '../support/load.ts';
 import { assertLateWriteVictimsEqualTruth, assertLifecycleFlagsEqualTruth, isLifecycleFlag } from '../support/flag-truth.ts';
 import { assertPr35049LateWrite, sendPr35049Trace } from '../support/pr35049-trace.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const window = (startTimeMs: number) => ({
   from: new Date(startTimeMs - 60_000).toISOString(),
@@ -23,7 +21,7 @@ const window = (startTimeMs: number) => ({
 describe('detections against the simulator ground truth', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

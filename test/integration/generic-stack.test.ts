@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { encodeOtlpProtobuf, forEachSpan, ResourceAttr, type AttrValue, type OtlpTraceRequest } from '../../contract/index.ts';
 import {
   buildScenario,
@@ -29,6 +26,7 @@ import {
 import { timeGenericStack } from '../bench/generic-stack.ts';
 import { startOtlpReceiver } from '../support/otlp-sink.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 /**
  * Runs a scenario through the real collector and writer into `database`, keeping every OTLP request the simulator
@@ -297,7 +295,7 @@ async function assertSameOnCut(client: ClickHouseClient, database: string, cut: 
 describe('the generic stack: the same spans in the exporter’s otel_traces, the same answers', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { listIncidents, VIOLATION_ALERT_NAMES, type Flag, type Incident } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 type ApiIncident = Incident & { alertname: string; runbook: string };
 interface IncidentsBody {
@@ -29,7 +28,7 @@ describe('/api/incidents and /runbooks over HTTP (chdb embedded)', { timeout: 12
   };
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     database = randomDatabase('incapi');
     // Five minutes ago: inside the default window of a read that names no range.
     ({ startTimeMs } = await loadScenario(client, database, 'mixed', 45, (c) => void (c.requests = 400), Date.now() - 5 * 60_000));

@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { buildScenario } from '../../emitter/index.ts';
 import { listIncidents, VIOLATION_KINDS, type ViolationKind } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const isViolation = (kind: string): kind is ViolationKind => (VIOLATION_KINDS as readonly string[]).includes(kind);
 
 describe('incidents against the simulator ground truth', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

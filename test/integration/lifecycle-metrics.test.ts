@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { Registry } from 'prom-client';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { createLifecycleMetrics } from '../../dashboards/metrics.ts';
 import { wilsonLowerBound } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 interface Sample {
   name: string;
@@ -67,7 +65,7 @@ describe('lifecycle metrics: gauges from the named queries over the last 15 minu
   let noAckLastAbort = 0;
   before(async () => {
     started = Date.now();
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     database = randomDatabase('lcm');
     // Both scenarios in one database, a few minutes ago, small: each finishes (30 s holds included) well before
     // now. The no-ack run is its own cluster, since both scenarios name their engines decode-0 and decode-1.

@@ -8,16 +8,14 @@
  * (migration 0009) the allocation of every record that has one.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { createPipelineMetrics, createWriter, encodeRows, migrate, SpanWriter, type SpanRow } from '../../pipeline/index.ts';
 import { runQuery } from '../../queries/index.ts';
 import { clickhouseClient, startClickHouseServer } from '../support/clickhouse-server.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 type Row = Record<string, unknown>;
 
@@ -183,7 +181,7 @@ async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolea
 describe('stored lifecycle records', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

@@ -7,17 +7,15 @@
  * (lifecycle_records is partitioned by its bucket's day).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { triage } from '../../collector/messages.ts';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { Attr, MESSAGE_HEADERS, ResourceAttr, spanTimeWindow, type OtlpSpan } from '../../contract/index.ts';
 import { rowsOf } from '../../pipeline/ingest.ts';
 import { createPipelineMetrics, migrate, SPAN_COLUMNS, SpanWriter, TSV_INSERT_SETTINGS } from '../../pipeline/index.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const DAYS = 150;
 const RETENTION_DAYS = 365;
@@ -28,7 +26,7 @@ type Row = Record<string, unknown>;
 describe('one request spanning 150 days', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { buildScenario, runSimulation, SCENARIO_NAMES, type LifecycleTruth } from '../../emitter/index.ts';
 import { startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
 import { assertReadApiMatchesTruth, quietLog, startStack, waitForSpans } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 describe('end to end on embedded ClickHouse: simulator → collector → Kafka → pipeline → ClickHouse → read API', () => {
   let mock: KafkaMock;
@@ -16,7 +14,7 @@ describe('end to end on embedded ClickHouse: simulator → collector → Kafka �
   const database = `e2e_${Date.now().toString(36)}`;
   before(async () => {
     mock = await startKafkaMock({ brokers: 3 });
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(async () => {
     await api?.close();

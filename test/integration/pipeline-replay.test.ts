@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Kafka } from 'kafkajs';
 import { startOtlpReceiver } from '../support/otlp-sink.ts';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { encodeOtlpJson, encodeOtlpProtobuf, type OtlpTraceRequest } from '../../contract/index.ts';
 import { buildScenario, runSimulation, type LifecycleTruth } from '../../emitter/index.ts';
 import { migrate, Pipeline, pipelineConfigSchema } from '../../pipeline/index.ts';
 import { kafkaForTests, randomTopic, startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
 import { readTopic } from '../support/kafka-read.ts';
 import { quietLog, randomDatabase, startStack, waitForSpans } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 /** Everything a reader can see of a database: every lifecycle record in key order, and the counts. */
 async function snapshot(client: ClickHouseClient, database: string) {
@@ -69,7 +67,7 @@ describe('replays and foreign formats change nothing', () => {
   before(async () => {
     mock = await startKafkaMock({ brokers: 3 });
     kafka = kafkaForTests(mock.brokers);
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     // The simulator's OTLP requests, captured once, are the input of every test below.
     const receiver = await startOtlpReceiver({ port: 0, onRequest: (r) => void requests.push(r) });
     const scenario = buildScenario('mixed', 77);

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, InputError, type ClickHouseClient } from '../../common/index.ts';
+import { InputError, type ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { DEFAULT_READ_LIMITS, runQuery } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const DAY_MS = 86_400_000;
 
@@ -19,7 +17,7 @@ describe('read limits through the read API, the charts and the runner (embedded 
   let loadedAt: number;
 
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-read-limits-')) });
+    client = await embeddedClickHouse('holdscope-read-limits-');
     database = randomDatabase('limits');
     loadedAt = Date.now();
     await loadScenario(client, database, 'mixed', 5, (c) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -74,8 +74,9 @@ describe('holdscope simulate (CLI)', () => {
       env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'warn' },
     });
 
-  it('writes a byte-identical truth file for the same seed', () => {
+  it('writes a byte-identical truth file for the same seed', (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'holdscope-truth-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
     const run = (file: string) =>
       cli(['--scenario', 'mixed', '--seed', '5', '--requests', '300', '--endpoint', receiver.url, '--truth', join(dir, file)]);
     const first = run('a.jsonl');

@@ -5,16 +5,14 @@
  * bypassing the validator; a table constraint), the outages a killed server.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { createPipelineMetrics, encodeRows, migrate, SpanWriter, type PipelineMetrics, type SpanRow } from '../../pipeline/index.ts';
 import { clickhouseClient, startClickHouseServer, type ClickHouseServer } from '../support/clickhouse-server.ts';
 import { startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
 import { quietLog, randomDatabase, startStack, waitForSpans } from '../support/stack.ts';
 import { simulate, waitFor, waitForGroupCaughtUp } from '../support/truth-check.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const at = (day: string) => `${day} 11:00:00.000000000`;
 
@@ -102,7 +100,7 @@ function newWriter(client: ClickHouseClient, database: string) {
 describe('rows ClickHouse refuses, on embedded ClickHouse', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(() => client?.close());
 
@@ -247,7 +245,7 @@ describe('rows ClickHouse refuses, behind Kafka', () => {
   let client: ClickHouseClient;
   before(async () => {
     mock = await startKafkaMock({ brokers: 1 });
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
   });
   after(async () => {
     await client?.close();

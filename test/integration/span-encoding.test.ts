@@ -4,13 +4,11 @@
  * untrusted and may hold tabs, newlines, quotes and backslashes.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { encodeRows, migrate, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type SpanRow } from '../../pipeline/index.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const HOSTILE = [
   "a'b",
@@ -65,7 +63,7 @@ function rows(): SpanRow[] {
 describe('TabSeparated span encoding', () => {
   let client: ClickHouseClient;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     await migrate(client, { database: 'via_json', retentionDays: 30 });
     await migrate(client, { database: 'via_tsv', retentionDays: 30 });
   });

@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { createClickHouse, type ClickHouseClient } from '../../common/index.ts';
+import type { ClickHouseClient } from '../../common/index.ts';
 import { coveredWindows } from '../../dashboards/lifecycle-metrics/kv.ts';
 import { createLifecycleMetrics } from '../../dashboards/metrics.ts';
 import { createRequestMetrics } from '../../dashboards/request-metrics.ts';
@@ -25,6 +22,7 @@ import {
 } from '../../queries/index.ts';
 import { loadScenario } from '../support/load.ts';
 import { quietLog, randomDatabase } from '../support/stack.ts';
+import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 
 const thresholds = flagThresholdsSchema.parse({});
 // The defaults: a warm-up of a minute of whole windows (stormWarmUpWindows), a median over up to 5 minutes.
@@ -74,7 +72,7 @@ describe('abort storms need a baseline: no verdict during the warm-up, a cold st
   let stormStart = 0;
   const stormAtMs = 80_000;
   before(async () => {
-    client = await createClickHouse({ dataPath: mkdtempSync(join(tmpdir(), 'holdscope-chdb-')) });
+    client = await embeddedClickHouse();
     ackLossDb = randomDatabase('warm');
     // ack-loss from a cold start: a steady 8 aborts a window on each decode engine from its first second, for 40 s.
     const ackLoss = await loadScenario(

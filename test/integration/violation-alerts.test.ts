@@ -174,8 +174,9 @@ describe('violation alerts pushed to a real Alertmanager', { timeout: 120_000 },
     ).incidents;
   let incidents: Incident[] = [];
 
+  let dataPath = '';
   before(async () => {
-    const dataPath = mkdtempSync(join(tmpdir(), 'holdscope-chdb-'));
+    dataPath = mkdtempSync(join(tmpdir(), 'holdscope-chdb-'));
     client = await createClickHouse({ dataPath });
     readClient = await openReadClient({ dataPath });
     await migrate(client, { database, retentionDays: 30 });
@@ -185,6 +186,7 @@ describe('violation alerts pushed to a real Alertmanager', { timeout: 120_000 },
     await Promise.all(started.map((am) => am.stop()));
     await readClient?.close();
     await client?.close();
+    if (dataPath) rmSync(dataPath, { recursive: true, force: true });
   });
 
   it('a record stored nudges the push: the alerts arrive long before the poll interval (60 s)', async () => {

@@ -1,7 +1,7 @@
 // The real alerting parts, from Debian's binaries: Prometheus scraping and evaluating the rules, Alertmanager routing to a
 // webhook, and the webhook recording what arrived and when. Each gets its own temporary folder and free port.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -80,7 +80,8 @@ async function waitReady(url: string, child: ChildProcessWithoutNullStreams, std
   throw new Error(`${url}: not ready within 30 s${stderr()}`);
 }
 
-async function run(binary: string, args: string[], readyPath: string, port: number): Promise<Service> {
+/** Runs `binary` until stopped; `dir` holds its configuration and data, removed once it has stopped. */
+async function run(binary: string, args: string[], readyPath: string, port: number, dir: string): Promise<Service> {
   const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   const stderr = detachWithStderrTail(child);
   child.stdout.resume();
@@ -90,11 +91,12 @@ async function run(binary: string, args: string[], readyPath: string, port: numb
     url,
     port,
     stop: async () => {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null) return rmSync(dir, { recursive: true, force: true });
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
       if (child.exitCode === null) child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -131,6 +133,7 @@ export async function startAlertmanager(webhookUrl: string): Promise<Service> {
     ],
     '/-/ready',
     port,
+    dir,
   );
 }
 
@@ -159,6 +162,7 @@ export async function startPrometheus(options: {
     [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
     '/-/ready',
     port,
+    dir,
   );
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,28 +18,19 @@ export interface StartedHoldscope {
 /** Runs `holdscope start` as a user would, on its own data folder and free ports, and waits for a healthy /healthz. */
 export async function startHoldscope(args: string[], env: Record<string, string> = {}): Promise<StartedHoldscope> {
   const began = Date.now();
-  const child = spawn(
-    process.execPath,
-    [
-      'bin/holdscope.js',
-      'start',
-      '--http-port',
-      '0',
-      '--otlp-port',
-      '0',
-      '--data',
-      mkdtempSync(join(tmpdir(), 'holdscope-start-')),
-      ...args,
-    ],
-    {
-      env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const dataDir = mkdtempSync(join(tmpdir(), 'holdscope-start-'));
+  const child = spawn(process.execPath, ['bin/holdscope.js', 'start', '--http-port', '0', '--otlp-port', '0', '--data', dataDir, ...args], {
+    env: { ...process.env, HOLDSCOPE_LOG_LEVEL: 'info', KAFKA_BROKERS: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stdout?.resume();
+  // Its data folder goes with it: nothing reads it once it has exited.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('exit', (code, signal) => {
+      rmSync(dataDir, { recursive: true, force: true });
+      resolve({ code, signal });
+    }),
   );
   const ports = await new Promise<{ otlpPort: number; httpPort: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ports logged within 60 s:\n${stderr.slice(-3000)}`)), 60_000);
