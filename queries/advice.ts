@@ -235,12 +235,31 @@ export async function adviseHoldTimeouts(
   const thresholds = options.thresholds ?? flagThresholdsSchema.parse({});
   const read: ReadOptions = { limits: options.limits ?? DEFAULT_READ_LIMITS, signal: options.signal };
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
-  const [rows, pinned] = await Promise.all([
-    runQuery<AdviceTailRow>(client, database, 'advice_tails', { ...params, sample_size: String(ADVICE_SAMPLE_SIZE) }, read),
-    // The storm series every other reader uses: kv_pinned judged by queries/storms.ts.
-    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) }, read),
-  ]);
+  // The storm series every other reader uses: kv_pinned judged by queries/storms.ts.
+  const pinnedRead = runQuery<PinnedRow>(
+    client,
+    database,
+    'kv_pinned',
+    { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) },
+    read,
+  );
+  // Settled at once, so that a failed tails read does not leave this one's failure unhandled.
+  const pinnedSettled = pinnedRead.then(
+    (rows) => ({ rows }),
+    (error: unknown) => ({ error }),
+  );
+  const rows = await runQuery<AdviceTailRow>(
+    client,
+    database,
+    'advice_tails',
+    { ...params, sample_size: String(ADVICE_SAMPLE_SIZE) },
+    read,
+  );
+  // The tail fits (tens of ms of this process's CPU) run while ClickHouse still computes the storm series.
   const groups = rows.map((row) => groupAdvice(row, target));
+  const settled = await pinnedSettled;
+  if ('error' in settled) throw settled.error;
+  const pinned = settled.rows;
   // One read per decode engine, at once: each engine's groups are its own.
   await Promise.all(
     pinnedRowsByEngine(pinned).map(async (engineRows) => {

@@ -215,18 +215,29 @@ export function peakPinnedInStorms(
   return { share, stormWindows };
 }
 
+/** An arm's storm series: kv_pinned over its window and cluster, windows with aborts only. */
+function readPinned(client: ClickHouseClient, database: string, selector: ArmSelector, thresholds: FlagThresholds, read: ReadOptions) {
+  const window = { from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' };
+  // Only the windows with aborts: a storm window has aborts, and the rest are all that a week of open holds would add.
+  return runQuery<PinnedRow>(client, database, 'kv_pinned', { ...window, with_aborts_only: '1', ...stormReadParams(thresholds) }, read);
+}
+
+/** Arms over the same window and cluster ("decode-0 against decode-1 over the hour") share one storm series. */
+const sameStormSeries = (a: ArmSelector, b: ArmSelector) =>
+  a.from === b.from && a.to === b.to && (a.filters.cluster ?? '') === (b.filters.cluster ?? '');
+
 async function readArm(
   client: ClickHouseClient,
   database: string,
   selector: ArmSelector,
+  pinnedRead: Promise<PinnedRow[]>,
   thresholds: FlagThresholds,
   read: ReadOptions,
 ): Promise<ArmSummary> {
   const window = { from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' };
   const [rows, pinned] = await Promise.all([
     runQuery<ArmRow>(client, database, 'compare_arm', { ...window, ...selector.filters, sample_size: String(COMPARE_SAMPLE_SIZE) }, read),
-    // Only the windows with aborts: a storm window has aborts, and the rest are all that a week of open holds would add.
-    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...window, with_aborts_only: '1', ...stormReadParams(thresholds) }, read),
+    pinnedRead,
   ]);
   const row = rows[0] as ArmRow;
   const engines = new Set(row.decode_engines.map(([cluster, engine]) => JSON.stringify([cluster, engine])));
@@ -275,9 +286,13 @@ export async function compareArms(
   const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
   const read: ReadOptions = { limits: options.limits, signal };
   const withRuns = comparesRuns(request.baseline, request.candidate);
+  const baselinePinned = readPinned(client, database, request.baseline, thresholds, read);
+  const candidatePinned = sameStormSeries(request.baseline, request.candidate)
+    ? baselinePinned
+    : readPinned(client, database, request.candidate, thresholds, read);
   const [baseline, candidate, baselineRuns, candidateRuns] = await Promise.all([
-    readArm(client, database, request.baseline, thresholds, read),
-    readArm(client, database, request.candidate, thresholds, read),
+    readArm(client, database, request.baseline, baselinePinned, thresholds, read),
+    readArm(client, database, request.candidate, candidatePinned, thresholds, read),
     withRuns ? readRuns(client, database, request.baseline, read) : [],
     withRuns ? readRuns(client, database, request.candidate, read) : [],
   ]).catch((error: unknown) => {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
 import { after, before, describe, it } from 'node:test';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
@@ -7,7 +8,9 @@ import {
   compareArms,
   DEFAULT_READ_LIMITS,
   parseCompareRequest,
+  QUERY_CHANNEL,
   type ComparisonReport,
+  type QueryFinished,
   type MetricComparison,
 } from '../../queries/index.ts';
 import { abortHeavyArm } from '../support/arm-config.ts';
@@ -46,6 +49,19 @@ function expectedTimeoutShare(truth: LifecycleTruth[], ackLoss: number): number 
 const metric = (report: Pick<ComparisonReport, 'metrics'>, name: string) =>
   report.metrics.find((m) => m.metric === name) as MetricComparison;
 const iso = (ms: number) => new Date(ms).toISOString();
+
+/** `run`'s result and the names of the queries it ran, in the order they ended. */
+async function queriesOf<T>(run: () => Promise<T>): Promise<{ result: T; queries: string[] }> {
+  const queries: string[] = [];
+  const listen = (message: unknown) => void queries.push((message as QueryFinished).name);
+  diagnostics.subscribe(QUERY_CHANNEL, listen);
+  try {
+    return { result: await run(), queries };
+  } finally {
+    diagnostics.unsubscribe(QUERY_CHANNEL, listen);
+  }
+}
+const countOf = (names: string[], name: string) => names.filter((n) => n === name).length;
 const describeInterval = (m: MetricComparison) =>
   `${m.metric}: ${m.baseline?.toFixed(4)} -> ${m.candidate?.toFixed(4)}, difference ${m.difference?.toFixed(4)} [${m.interval?.lower.toFixed(4)}, ${m.interval?.upper.toFixed(4)}] ${m.verdict}` +
   (m.minimumDetectableDifference === undefined ? '' : ` (MDD ${m.minimumDetectableDifference.toFixed(4)})`);
@@ -72,7 +88,11 @@ describe('holdscope compare against the simulator ground truth (chdb embedded)',
   after(() => client?.close());
 
   it('a candidate losing 10 % of acks is worse on timeout share, and its interval covers the true difference', async (t) => {
-    const report = await compareArms(client, database, parseCompareRequest(versionPairs, DEFAULT_READ_LIMITS));
+    const { result: report, queries } = await queriesOf(() =>
+      compareArms(client, database, parseCompareRequest(versionPairs, DEFAULT_READ_LIMITS)),
+    );
+    // Arms over one window and cluster share its storm series: one kv_pinned read, not one per arm.
+    assert.deepEqual([countOf(queries, 'compare_arm'), countOf(queries, 'kv_pinned')], [2, 1], queries.join(', '));
     const b = trueTimeoutShare(truthV1);
     const c = trueTimeoutShare(truthV2);
     const share = metric(report, 'timeout_share');
@@ -101,7 +121,8 @@ describe('holdscope compare against the simulator ground truth (chdb embedded)',
     const { truth: before } = await loadScenario(client, database, 'steady', 201, config, rolloutAt - 300_000);
     const { truth: afterRollout } = await loadScenario(client, database, 'steady', 202, config, rolloutAt + 60_000);
     const request = parseCompareRequest({ rollout_at: iso(rolloutAt), window: '10m', 'both.decode_version': 'v1' }, DEFAULT_READ_LIMITS);
-    const report = await compareArms(client, database, request);
+    const { result: report, queries } = await queriesOf(() => compareArms(client, database, request));
+    assert.equal(countOf(queries, 'kv_pinned'), 2, 'arms over two windows read a storm series each');
     const b = trueTimeoutShare(before);
     const c = trueTimeoutShare(afterRollout);
     const share = metric(report, 'timeout_share');
