@@ -21,7 +21,7 @@ export interface WriterSettings {
   lingerMs: number;
   /** Least time between the starts of two record refreshes (ms); 0 when omitted. */
   refreshIntervalMs?: number;
-  /** Told after each successful record refresh (SpanWriterOptions.onRecordsStored). */
+  /** Told as each record refresh statement stores its records (SpanWriterOptions.onRecordsStored). */
   onRecordsStored?: () => void;
 }
 

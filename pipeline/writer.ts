@@ -29,8 +29,8 @@ export interface SpanWriterOptions {
   metrics: PipelineMetrics;
   log: Logger;
   /**
-   * Told as soon as a record refresh has stored the lifecycles' records, and so their flags (the violation push looks up
-   * at once), before their hold minutes; again if a retry stores them again. Called synchronously and must not block;
+   * Told as soon as a record refresh statement has stored its lifecycles' records, and so their flags (the violation push
+   * looks up at once), before their hold minutes; again if a retry stores them again. Called synchronously and must not block;
    * what it throws is logged and ignored.
    */
   onRecordsStored?: () => void;
