@@ -380,6 +380,9 @@ try {
           }
         : {}),
       query_p95_ms: Math.round(queryP95),
+      // Issue 27's reads over the same hour: the advice section, and the slower of the Compare view's two requests.
+      advice_p95_ms: Math.round(Math.max(...latencies.filter((l) => l.path === '/api/advice').map((l) => l.p95Ms))),
+      compare_p95_ms: Math.round(Math.max(...latencies.filter((l) => l.page === 'compare').map((l) => l.p95Ms))),
       query_lifecycles: dataset.lifecycles,
       merges_settled_s: Math.round(merges.seconds),
       merges_settled_before_freshness_s: Math.round(drainMerges.seconds),
