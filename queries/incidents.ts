@@ -84,11 +84,6 @@ export interface IncidentOptions {
   maxIncidents?: number;
   /** Only lifecycles that began up to this long before the range (default: any): bounds a lookup made every second. */
   maxLifecycleHours?: number;
-  /**
-   * Only the records computed in the last this many seconds, by ClickHouse's clock (default: every record): which
-   * incidents gained a record lately. Their counts, first and last seen and examples are those records' alone.
-   */
-  recentSeconds?: number;
   limits?: ReadLimits;
   signal?: AbortSignal;
 }
@@ -169,7 +164,6 @@ export async function listIncidents(
       examples: String(options.examples ?? 5),
       max_incidents: String(options.maxIncidents ?? 200),
       max_lifecycle_hours: String(options.maxLifecycleHours ?? 0),
-      recent_seconds: String(options.recentSeconds ?? 0),
     },
     { limits: options.limits, signal: options.signal },
   );

@@ -62,8 +62,7 @@ export function createViolationAlertMetrics(registry = new Registry()): Violatio
     // A lookup stands between a stored record and its alert: with the POST, it is the push's share of the 2 s.
     lookupSeconds: new Histogram({
       name: 'holdscope_violation_lookup_seconds',
-      help: 'Time of one lookup of the current violation incidents (a read of the flagged records), successful or not, by scope: all records of its range, or those computed in the last minute',
-      labelNames: ['scope'],
+      help: 'Time of one lookup of the current violation incidents (a read of the flagged records), successful or not',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
       registers,
     }),

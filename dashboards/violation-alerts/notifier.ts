@@ -8,7 +8,7 @@ import { describeDuration, listIncidents, type IncidentReport, type ReadLimits }
 import { AlertmanagerTarget, type Delivery } from './alertmanager.ts';
 import type { ViolationAlertsConfig } from './config.ts';
 import { createViolationAlertMetrics, type ViolationAlertMetrics } from './metrics.ts';
-import { IncidentTracker, type LookupScope } from './tracker.ts';
+import { IncidentTracker } from './tracker.ts';
 
 /**
  * How far before the quiet period a lookup reaches, by the lifecycles' last spans: a record stored up to this long
@@ -21,19 +21,6 @@ const MAX_LIFECYCLE_HOURS = 6;
 const LOOKAHEAD_MS = 3_600_000;
 /** Least time between the starts of two lookups: under load records are stored every few ms, and one read serves them all. */
 const MIN_LOOKUP_GAP_MS = 200;
-/**
- * A nudged or polled lookup reads only the records computed in this many seconds before it (incidents.sql's
- * recent_seconds, by ClickHouse's clock): more than a record refresh has taken under load here (1.3 s at 15,000
- * spans/s on 2 cores) and than lookups are apart, so that no record stored between two of them is missed. A lookup
- * nudged several times a second under load need not read the same hours of flagged records again each time.
- */
-const RECENT_LOOKUP_SECONDS = 60;
-/**
- * A lookup of every record of the range (counts, ends, incidents past the bound) at least this often, and whenever
- * the last successful lookup is older than half the recent window (a ClickHouse outage, a start): the tracker sends a
- * changed incident at most this often anyway (tracker.ts, UPDATE_GAP_MS).
- */
-const FULL_LOOKUP_EVERY_MS = 10_000;
 /** Incidents tracked (and read per lookup) at most: far more than an on-call can act on, and a bounded read and memory. */
 const DEFAULT_MAX_TRACKED = 1000;
 /** 500 ms doubling to 10 s: an Alertmanager back from a restart gets the alerts within seconds, without a storm of POSTs. */
@@ -89,10 +76,6 @@ class ViolationNotifier implements ViolationAlerts {
   private queued = false;
   private timer: NodeJS.Timeout | undefined;
   private lookupFailing = false;
-  /** this.now() when the last lookup of each scope that succeeded began. */
-  private lastFullLookupMs = -Infinity;
-  private lastLookupMs = -Infinity;
-  private fullLookupDue = false;
 
   constructor(private readonly options: ViolationAlertsOptions) {
     const { config } = options;
@@ -169,19 +152,15 @@ class ViolationNotifier implements ViolationAlerts {
     return this.options.config.alertQuietMs + LOOKBACK_MARGIN_MS + LOOKAHEAD_MS;
   }
 
-  /**
-   * Lookups while nudged, at most one every MIN_LOOKUP_GAP_MS and each after a pause as long as the last one took (a
-   * slow ClickHouse gets half of its time back for the inserts); then the poll timer. Never rejects.
-   */
+  /** Lookups back to back while nudged, at most one every MIN_LOOKUP_GAP_MS; then the poll timer. Never rejects. */
   private async loop(): Promise<void> {
     try {
       do {
         this.queued = false;
         const began = performance.now();
         await this.round();
-        const took = performance.now() - began;
-        if (this.anotherDue()) await sleep(Math.max(MIN_LOOKUP_GAP_MS - took, took), this.stopping.signal);
-      } while (this.anotherDue() && !this.stopping.signal.aborted);
+        if (this.queued) await sleep(MIN_LOOKUP_GAP_MS - (performance.now() - began), this.stopping.signal);
+      } while (this.queued && !this.stopping.signal.aborted);
     } finally {
       this.running = undefined;
       if (!this.stopping.signal.aborted) {
@@ -191,45 +170,31 @@ class ViolationNotifier implements ViolationAlerts {
     }
   }
 
-  /** Nudged during the last lookup, or owing a full one. */
-  private anotherDue(): boolean {
-    return this.queued || this.fullLookupDue;
-  }
-
   private async round(): Promise<void> {
     const nowMs = this.now();
-    const stale = nowMs - this.lastFullLookupMs >= FULL_LOOKUP_EVERY_MS || nowMs - this.lastLookupMs >= (RECENT_LOOKUP_SECONDS * 1000) / 2;
-    const scope: LookupScope = stale || this.fullLookupDue ? 'all' : 'recent';
-    const report = await this.lookup(nowMs, scope);
+    const report = await this.lookup(nowMs);
     if (this.stopping.signal.aborted) return;
-    if (report) {
-      this.lastLookupMs = nowMs;
-      if (scope === 'all') this.lastFullLookupMs = nowMs;
-    }
-    const due = this.tracker.step(report, nowMs, scope);
-    // A new incident may be an old one under a new key: the next lookup, a full one, ends the old key's alert at once.
-    this.fullLookupDue = scope === 'recent' && this.tracker.startedInLastStep > 0;
+    const due = this.tracker.step(report, nowMs);
     this.metrics.active.set(this.tracker.active);
     this.metrics.untracked.set(this.tracker.untracked);
     if (due.length > 0) for (const target of this.targets) target.enqueue(due);
   }
 
   /** The incidents that may be active at `nowMs`, or undefined when the read failed (counted and logged). */
-  private async lookup(nowMs: number, scope: LookupScope): Promise<IncidentReport | undefined> {
+  private async lookup(nowMs: number): Promise<IncidentReport | undefined> {
     const { client, database, readLimits, log } = this.options;
     const rangeMs = this.rangeMs();
     const window = {
       from: new Date(nowMs - this.options.config.alertQuietMs - LOOKBACK_MARGIN_MS).toISOString(),
       to: new Date(nowMs + LOOKAHEAD_MS).toISOString(),
     };
-    const timer = this.metrics.lookupSeconds.startTimer({ scope });
+    const timer = this.metrics.lookupSeconds.startTimer();
     try {
       const report = await listIncidents(client, database, window, {
         maxIncidents: this.maxTracked,
         // The range already reaches back past the quiet period; a violation in a lifecycle that began hours before it
         // is still found, and no lookup reads the flagged records of the whole retention.
         maxLifecycleHours: MAX_LIFECYCLE_HOURS,
-        recentSeconds: scope === 'recent' ? RECENT_LOOKUP_SECONDS : 0,
         examples: 3,
         // One sparkline bucket: the alerts do not show it.
         bucketSeconds: Math.ceil(rangeMs / 1000),

@@ -73,23 +73,4 @@ describe('IncidentTracker', () => {
     assert.deepEqual(states(due), ['a:firing']);
     assert.equal(tracker.untracked, 1, 'b is beyond the bound of 2 (old counts: it is remembered as resolved)');
   });
-
-  it('starts and moves incidents from a lookup of recent records, but takes counts and ends only from a full one', () => {
-    const tracker = new IncidentTracker(settings);
-    tracker.step(report(incident('a', T0, 5), incident('b', T0, 2)), T0);
-    // A recent lookup finds a new incident (firing at once) and a new record of a: b is absent, and stays firing.
-    const due = tracker.step(report(incident('a', T0 + 12_000, 1), incident('c', T0 + 12_000, 1)), T0 + 12_100, 'recent');
-    assert.deepEqual(states(due), ['a:firing', 'c:firing'], 'c is new; a changed 12 s after it was sent');
-    const a = due.find((d) => d.incident.id === 'a')?.incident;
-    assert.equal(a?.violations, 5, "a's count is the full lookup's, not the one record the recent lookup read");
-    assert.equal(a?.lastComputedAt, iso(T0 + 12_000), 'its newest record moved');
-    assert.equal(tracker.active, 3);
-    assert.equal(tracker.step(report(), T0 + 13_000, 'recent').length, 0, 'absent from a recent lookup: no end');
-    // A full lookup without b ends it; a's count is the full one again.
-    const full = tracker.step(report(incident('a', T0 + 12_000, 6), incident('c', T0 + 12_000, 1)), T0 + 14_000);
-    assert.deepEqual(states(full), ['b:resolved']);
-    // Quiet by its last record, however it was read: the record the recent lookup found keeps a firing past T0 + 300 s.
-    assert.deepEqual(states(tracker.step(undefined, T0 + 305_000)), ['a:firing', 'c:firing'], 're-sent, not resolved (293 s quiet)');
-    assert.deepEqual(states(tracker.step(undefined, T0 + 312_000)), ['a:resolved', 'c:resolved']);
-  });
 });

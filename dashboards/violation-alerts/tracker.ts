@@ -11,20 +11,6 @@ import type { AlertState } from './alerts.ts';
  */
 const UPDATE_GAP_MS = 10_000;
 
-/** What a lookup read: every record of its range, or only those computed lately (incidents.sql's recent_seconds). */
-export type LookupScope = 'all' | 'recent';
-
-/** A tracked incident as a lookup of recent records moves it: its newest record and examples, its counts kept. */
-function movedOn(known: Incident, recent: Incident): Incident {
-  const later = (a: string, b: string) => (Date.parse(b) > Date.parse(a) ? b : a);
-  return {
-    ...known,
-    lastSeen: later(known.lastSeen, recent.lastSeen),
-    lastComputedAt: later(known.lastComputedAt, recent.lastComputedAt),
-    examples: recent.examples,
-  };
-}
-
 export interface TrackerSettings {
   /** Resolved once no record of the incident was stored for this long (ms). */
   quietMs: number;
@@ -44,11 +30,6 @@ export class IncidentTracker {
   private readonly tracked = new Map<string, Tracked>();
   /** Incidents of the last lookup beyond the bound. */
   untracked = 0;
-  /**
-   * Incidents the last step started tracking. A new incident can be a known one under a new key (its decode version
-   * learnt from a later span): only a full lookup, where the old key is gone, ends the old one.
-   */
-  startedInLastStep = 0;
 
   constructor(private readonly settings: TrackerSettings) {}
 
@@ -61,16 +42,13 @@ export class IncidentTracker {
 
   /**
    * The alerts to send at `nowMs`, from a lookup's report (undefined when the lookup failed: the alerts already firing
-   * are then re-sent and resolved from what was known). A `recent` report holds only the incidents that gained a record
-   * lately, with those records' counts: it starts and moves incidents, while the counts and the ends come from the
-   * lookups of `all`. New incidents fire at once, changed ones at most every
+   * are then re-sent and resolved from what was known). New incidents fire at once, changed ones at most every
    * UPDATE_GAP_MS (their count in the annotations); firing ones are re-sent
    * every resend and resolved once quiet or gone from a complete lookup; a resolved one fires again on a new record.
    */
-  step(report: IncidentReport | undefined, nowMs: number, scope: LookupScope = 'all'): AlertState[] {
+  step(report: IncidentReport | undefined, nowMs: number): AlertState[] {
     const due = new Set<Tracked>();
-    this.startedInLastStep = 0;
-    if (report) this.observe(report, nowMs, due, scope);
+    if (report) this.observe(report, nowMs, due);
     for (const t of this.tracked.values()) {
       if (t.state !== 'firing') continue;
       if (nowMs - t.lastComputedMs >= this.settings.quietMs) {
@@ -85,18 +63,16 @@ export class IncidentTracker {
     });
   }
 
-  private observe(report: IncidentReport, nowMs: number, due: Set<Tracked>, scope: LookupScope): void {
+  private observe(report: IncidentReport, nowMs: number, due: Set<Tracked>): void {
     const seen = new Set<string>();
     let untracked = Math.max(0, report.total - report.incidents.length);
     for (const incident of report.incidents) {
       seen.add(incident.id);
       const known = this.tracked.get(incident.id);
-      if (known) this.update(known, scope === 'all' ? incident : movedOn(known.incident, incident), nowMs, due);
+      if (known) this.update(known, incident, nowMs, due);
       else if (this.tracked.size >= this.settings.maxTracked) untracked++;
       else this.track(incident, nowMs, due);
     }
-    // What a lookup of recent records leaves out is no sign of an end, nor a count of what is not tracked.
-    if (scope === 'recent') return;
     this.untracked = untracked;
     // A capped lookup leaves out the least recent incidents: absent is then no sign of an end.
     const complete = report.total <= report.incidents.length;
@@ -125,7 +101,6 @@ export class IncidentTracker {
       sentAtMs: nowMs,
     };
     this.tracked.set(incident.id, t);
-    this.startedInLastStep++;
     if (!quiet) due.add(t);
   }
 

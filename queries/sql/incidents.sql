@@ -7,7 +7,6 @@
 -- param examples UInt32 = 5: most recent requests listed per incident
 -- param max_incidents UInt32 = 200: incidents returned, most recently seen first (total_incidents counts them all)
 -- param max_lifecycle_hours UInt32 = 0: when not 0, only lifecycles that began up to this long before `from` (a bound on the read for frequent lookups; 0: any, as flags_lifecycle)
--- param recent_seconds UInt32 = 0: when not 0, only the records whose computation ClickHouse began in the last this many seconds, by its own clock (computed_at against now64(): no clock skew with the caller), read through a min-max index (migration 0013): which incidents gained a record lately, with the counts, first and last seen and examples of those records only (the violation push's lookup when a refresh nudges it; 0: every record)
 -- columns: cluster, kind, decode_engine, decode_version, prefill_engine, prefill_version, backend, violations, first_seen, last_seen, last_computed_at (newest record version among them: it moves whenever one of them is stored again), examples ([request id, generation], newest first), spark_buckets, spark_counts (violations per bucket index, by last_seen), total_incidents
 SELECT
     cluster,
@@ -49,7 +48,6 @@ FROM
       AND first_seen <= {to:DateTime64(9, 'UTC')}
       AND last_seen >= {from:DateTime64(9, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
-      AND ({recent_seconds:UInt32} = 0 OR computed_at >= now64(9) - toIntervalSecond({recent_seconds:UInt32}))
 ) AS flagged
 ARRAY JOIN kinds AS kind
 GROUP BY cluster, kind, decode_engine, decode_version, prefill_engine, prefill_version, backend
