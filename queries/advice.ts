@@ -6,7 +6,7 @@
 // the timeout). The statistics are queries/analysis (adviseTimeout); what they assume is docs/analysis.md.
 import { InputError, type ClickHouseClient } from '../common/index.ts';
 import { adviseTimeout, sortAscending, type TimeoutAdvice } from './analysis/index.ts';
-import { judgePinnedRows, pinnedRowsByEngine, stormReadParams, type PinnedRow } from './distribution.ts';
+import { judgePinnedRows, pinnedRowsByEngine, readStormSeries, type PinnedRow } from './distribution.ts';
 import { flagThresholdsSchema, type FlagThresholds } from './flag-model.ts';
 import { DEFAULT_READ_LIMITS, readWindow, type ReadLimits, type ReadWindow } from './read-window.ts';
 import { runQuery, runQueryCapped, type ReadOptions } from './runner.ts';
@@ -235,19 +235,10 @@ export async function adviseHoldTimeouts(
   const thresholds = options.thresholds ?? flagThresholdsSchema.parse({});
   const read: ReadOptions = { limits: options.limits ?? DEFAULT_READ_LIMITS, signal: options.signal };
   const params = { from: window.from, to: window.to, cluster: window.cluster ?? '' };
-  // The storm series every other reader uses: kv_pinned judged by queries/storms.ts.
-  const pinnedRead = runQuery<PinnedRow>(
-    client,
-    database,
-    'kv_pinned',
-    { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) },
-    read,
-  );
-  // Settled at once, so that a failed tails read does not leave this one's failure unhandled.
-  const pinnedSettled = pinnedRead.then(
-    (rows) => ({ rows }),
-    (error: unknown) => ({ error }),
-  );
+  // The storm series every other reader uses, judged by queries/storms.ts.
+  const pinnedRead = readStormSeries(client, database, params, thresholds, read);
+  // Marked handled at once: should the tails read fail first, this one's failure is not left unhandled.
+  pinnedRead.catch(() => undefined);
   const rows = await runQuery<AdviceTailRow>(
     client,
     database,
@@ -257,9 +248,7 @@ export async function adviseHoldTimeouts(
   );
   // The tail fits (tens of ms of this process's CPU) run while ClickHouse still computes the storm series.
   const groups = rows.map((row) => groupAdvice(row, target));
-  const settled = await pinnedSettled;
-  if ('error' in settled) throw settled.error;
-  const pinned = settled.rows;
+  const pinned = await pinnedRead;
   // One read per decode engine, at once: each engine's groups are its own.
   await Promise.all(
     pinnedRowsByEngine(pinned).map(async (engineRows) => {

@@ -11,7 +11,7 @@ import { absent, judged, LOWER, type MetricComparison } from './compare-metric.t
 import { compareRuns, comparesRuns, readRuns, type AcrossRuns, type HoldCounts } from './compare-runs.ts';
 export type { MetricComparison, MetricName } from './compare-metric.ts';
 import { describeSelector, type ArmName, type ArmSelector, type CompareRequest } from './compare-selector.ts';
-import { judgePinnedRows, pinnedRowsByEngine, stormReadParams, type PinnedRow } from './distribution.ts';
+import { judgePinnedRows, pinnedRowsByEngine, readStormSeries, type PinnedRow } from './distribution.ts';
 import { flagThresholdsSchema, type FlagThresholds } from './flag-model.ts';
 import type { ReadLimits } from './read-window.ts';
 import { runQuery, type ReadOptions } from './runner.ts';
@@ -215,16 +215,11 @@ export function peakPinnedInStorms(
   return { share, stormWindows };
 }
 
-/** An arm's storm series: kv_pinned over its window and cluster, windows with aborts only. */
-function readPinned(client: ClickHouseClient, database: string, selector: ArmSelector, thresholds: FlagThresholds, read: ReadOptions) {
-  const window = { from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' };
-  // Only the windows with aborts: a storm window has aborts, and the rest are all that a week of open holds would add.
-  return runQuery<PinnedRow>(client, database, 'kv_pinned', { ...window, with_aborts_only: '1', ...stormReadParams(thresholds) }, read);
-}
+/** The window and cluster an arm's reads cover. */
+const armWindow = (selector: ArmSelector) => ({ from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' });
 
 /** Arms over the same window and cluster ("decode-0 against decode-1 over the hour") share one storm series. */
-const sameStormSeries = (a: ArmSelector, b: ArmSelector) =>
-  a.from === b.from && a.to === b.to && (a.filters.cluster ?? '') === (b.filters.cluster ?? '');
+const sameStormSeries = (a: ArmSelector, b: ArmSelector) => JSON.stringify(armWindow(a)) === JSON.stringify(armWindow(b));
 
 async function readArm(
   client: ClickHouseClient,
@@ -234,9 +229,14 @@ async function readArm(
   thresholds: FlagThresholds,
   read: ReadOptions,
 ): Promise<ArmSummary> {
-  const window = { from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' };
   const [rows, pinned] = await Promise.all([
-    runQuery<ArmRow>(client, database, 'compare_arm', { ...window, ...selector.filters, sample_size: String(COMPARE_SAMPLE_SIZE) }, read),
+    runQuery<ArmRow>(
+      client,
+      database,
+      'compare_arm',
+      { ...armWindow(selector), ...selector.filters, sample_size: String(COMPARE_SAMPLE_SIZE) },
+      read,
+    ),
     pinnedRead,
   ]);
   const row = rows[0] as ArmRow;
@@ -286,10 +286,10 @@ export async function compareArms(
   const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
   const read: ReadOptions = { limits: options.limits, signal };
   const withRuns = comparesRuns(request.baseline, request.candidate);
-  const baselinePinned = readPinned(client, database, request.baseline, thresholds, read);
+  const baselinePinned = readStormSeries(client, database, armWindow(request.baseline), thresholds, read);
   const candidatePinned = sameStormSeries(request.baseline, request.candidate)
     ? baselinePinned
-    : readPinned(client, database, request.candidate, thresholds, read);
+    : readStormSeries(client, database, armWindow(request.candidate), thresholds, read);
   const [baseline, candidate, baselineRuns, candidateRuns] = await Promise.all([
     readArm(client, database, request.baseline, baselinePinned, thresholds, read),
     readArm(client, database, request.candidate, candidatePinned, thresholds, read),

@@ -61,6 +61,20 @@ export const stormRuleOf = (t: FlagThresholds): StormRule => ({
 /** kv_pinned's parameters for a range whose storms are judged: the aborts of the baseline before it too. */
 export const stormReadParams = (t: FlagThresholds) => ({ baseline_lookback_seconds: String(stormLookbackMs(stormRuleOf(t)) / 1000) });
 
+/**
+ * The storm series of a window, as every storm verdict reads it: kv_pinned's windows with aborts only (the rest change
+ * no storm, and over a week of holds left open they are 60,480 rows an engine), with the baseline's lookback.
+ */
+export function readStormSeries(
+  client: ClickHouseClient,
+  database: string,
+  window: { from: string; to: string; cluster: string },
+  thresholds: FlagThresholds,
+  read: ReadOptions = {},
+): Promise<PinnedRow[]> {
+  return runQuery<PinnedRow>(client, database, 'kv_pinned', { ...window, with_aborts_only: '1', ...stormReadParams(thresholds) }, read);
+}
+
 /** kv_pinned's rows per decode engine (cluster and engine), in the rows' order (time order within an engine). */
 export function pinnedRowsByEngine<R extends { cluster: string; decode_engine: string }>(rows: readonly R[]): R[][] {
   const byEngine = new Map<string, R[]>();
@@ -250,8 +264,7 @@ export async function distributionFlags(
     runQuery<GroupRow>(client, database, 'hold_resolution_groups', params, read),
     // Per pairing: each against its own decode engine's hold timeout.
     runQuery<TailRow>(client, database, 'transfer_tails', { ...params, by_decode_engine: '1' }, read),
-    // Only the windows with aborts: the rest change no storm, and over a week of holds left open they are 60,480 rows an engine.
-    runQuery<PinnedRow>(client, database, 'kv_pinned', { ...params, with_aborts_only: '1', ...stormReadParams(thresholds) }, read),
+    readStormSeries(client, database, params, thresholds, read),
   ]);
   return [...resolutionFlags(groups, thresholds), ...tailFlags(tails, thresholds), ...capacityFlags(pinned, window, thresholds)];
 }
