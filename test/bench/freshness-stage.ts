@@ -4,11 +4,13 @@
  * pipeline pushing its violation alerts to a real Alertmanager, with a violation probe a second timed from the
  * collector's answer to Alertmanager's.
  */
+import os from 'node:os';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
 import type { PipelineProcess } from '../support/pipeline-process.ts';
+import { cpuBetween, snapshotCpu, type CpuUsage } from './cpu-usage.ts';
 import { buildWorkload, measureFreshness, percentile, type FreshnessResult, type Workload } from './freshness.ts';
 import { spawnPipeline } from './pipeline-process.ts';
 import { progress, stage } from './report.ts';
@@ -24,6 +26,8 @@ import {
 export interface FreshnessStageResult extends FreshnessResult {
   p50Ms: number;
   p99Ms: number;
+  /** While the load ran: the host's busy share, and the cores of ClickHouse, the pipeline and this process (load and collector). */
+  cpu: CpuUsage;
   alerts: ViolationAlertResult & {
     p50Ms: number;
     p99Ms: number;
@@ -50,6 +54,8 @@ export async function runFreshnessStage(options: {
   brokers: string[];
   createTopic: (topic: string, partitions: number) => Promise<void>;
   clickhouseUrl: string;
+  /** The ClickHouse server's process, whose CPU is reported beside the pipeline's. */
+  clickhousePid: number;
   client: ClickHouseClient;
   rate: number;
   seconds: number;
@@ -110,6 +116,8 @@ export async function runFreshnessStage(options: {
     await warmUp(pipeline, collectorUrl, workload);
     stage(`${label}: pipeline ready, measuring`);
     // The violation probes go through the same collector, interleaved with the load, from the same moment.
+    const pids = { clickhouse: options.clickhousePid, pipeline: pipeline.pid, 'bench (load, collector, prober)': process.pid };
+    const cpuBefore = snapshotCpu(pids);
     const [result, alerts] = await Promise.all([
       measureFreshness({
         workload,
@@ -128,6 +136,7 @@ export async function runFreshnessStage(options: {
         timeoutMs: options.alertTimeoutMs,
       }),
     ]);
+    const cpu = cpuBetween(cpuBefore, snapshotCpu(pids), os.availableParallelism());
     const recordMs = await recordComputedAfterMs(options.client, database, alerts.acceptedAtMs);
     const m = await pipeline.metrics();
     const meanMs = (name: string) => ((m[`${name}_sum`] ?? NaN) / (m[`${name}_count`] ?? NaN)) * 1000;
@@ -135,6 +144,7 @@ export async function runFreshnessStage(options: {
     const pushMs = [...alerts.alertedAfterMs].map(([id, ms]) => ms - (recordMs.get(id) ?? NaN)).filter(Number.isFinite);
     return {
       ...result,
+      cpu,
       p50Ms: percentile(result.samplesMs, 50),
       p99Ms: percentile(result.samplesMs, 99),
       alerts: {

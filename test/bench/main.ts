@@ -178,6 +178,7 @@ try {
       brokers: mock.brokers,
       createTopic: (topic, partitions) => mock.createTopic(topic, partitions),
       clickhouseUrl: server.url,
+      clickhousePid: server.pid,
       client,
       rate,
       seconds: settings.freshnessSeconds,
@@ -193,6 +194,12 @@ try {
     `its record computed (computed_at) after p50 ${Math.round(a.recordP50Ms)} / p99 ${Math.round(a.recordP99Ms)} ms, from there to the 2xx ` +
     `p50 ${Math.round(a.pushP50Ms)} / p99 ${Math.round(a.pushP99Ms)} ms; on average a record refresh took ${Math.round(a.refreshMeanMs)} ms, ` +
     `a lookup of the incidents ${Math.round(a.lookupMeanMs)} ms and a POST to Alertmanager ${Math.round(a.postMeanMs)} ms`;
+  /** How busy the host was while the load ran, and who took the cores. */
+  const cpuNote = ({ cpu }: FreshnessStageResult) =>
+    `of ${cpu.cores} cores while the load ran: ` +
+    Object.entries(cpu.processCores)
+      .map(([name, cores]) => `${name} ${cores.toFixed(2)}`)
+      .join(', ');
   const unseenNote = (r: FreshnessStageResult) => (r.unseen > 0 ? `${r.unseen} probes never seen within ${quick ? 20 : 60} s` : undefined);
   figures.add({
     name: 'offered load',
@@ -200,6 +207,7 @@ try {
     unit: 'spans/s',
     note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried`,
   });
+  figures.add({ name: 'host CPU busy', value: Math.round(fresh.cpu.hostBusy * 100), unit: '%', note: cpuNote(fresh) });
   figures.add({
     name: 'freshness p50',
     value: Math.round(fresh.p50Ms),
@@ -239,6 +247,7 @@ try {
       unit: 'spans/s',
       note: `${half.rejected} requests refused or failed and retried`,
     });
+    figures.add({ name: '  at half the load: host CPU busy', value: Math.round(half.cpu.hostBusy * 100), unit: '%', note: cpuNote(half) });
     figures.add({
       name: '  at half the load: freshness p99',
       value: Math.round(half.p99Ms),
@@ -363,6 +372,7 @@ try {
       freshness_p50_ms: Math.round(fresh.p50Ms),
       freshness_p99_ms: Math.round(fresh.p99Ms),
       offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
+      host_cpu_busy_pct: Math.round(fresh.cpu.hostBusy * 100),
       violation_alert_p50_ms: Math.round(fresh.alerts.p50Ms),
       violation_alert_p99_ms: Math.round(fresh.alerts.p99Ms),
       violation_alert_probes: fresh.alerts.sent,
@@ -373,6 +383,7 @@ try {
       ...(half
         ? {
             half_load_offered_spans_per_s: Math.round(half.offeredSpansPerSecond),
+            half_load_host_cpu_busy_pct: Math.round(half.cpu.hostBusy * 100),
             half_load_freshness_p99_ms: Math.round(half.p99Ms),
             half_load_violation_alert_p99_ms: Math.round(half.alerts.p99Ms),
             half_load_violation_alert_record_p99_ms: Math.round(half.alerts.recordP99Ms),
