@@ -219,7 +219,8 @@ export function peakPinnedInStorms(
 const armWindow = (selector: ArmSelector) => ({ from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' });
 
 /** Arms over the same window and cluster ("decode-0 against decode-1 over the hour") share one storm series. */
-const sameStormSeries = (a: ArmSelector, b: ArmSelector) => JSON.stringify(armWindow(a)) === JSON.stringify(armWindow(b));
+const sameStormSeries = (a: ArmSelector, b: ArmSelector) =>
+  a.from === b.from && a.to === b.to && (a.filters.cluster ?? '') === (b.filters.cluster ?? '');
 
 async function readArm(
   client: ClickHouseClient,

@@ -26,7 +26,10 @@ import {
 export interface FreshnessStageResult extends FreshnessResult {
   p50Ms: number;
   p99Ms: number;
-  /** While the load ran: the host's busy share, and the cores of ClickHouse, the pipeline and this process (load and collector). */
+  /**
+   * From the load's start until its probes were answered (a saturated run's draining tail included): the host's busy
+   * share, and the cores of ClickHouse, the pipeline and this process (load generator, collector, prober).
+   */
   cpu: CpuUsage;
   alerts: ViolationAlertResult & {
     p50Ms: number;

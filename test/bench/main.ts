@@ -194,9 +194,9 @@ try {
     `its record computed (computed_at) after p50 ${Math.round(a.recordP50Ms)} / p99 ${Math.round(a.recordP99Ms)} ms, from there to the 2xx ` +
     `p50 ${Math.round(a.pushP50Ms)} / p99 ${Math.round(a.pushP99Ms)} ms; on average a record refresh took ${Math.round(a.refreshMeanMs)} ms, ` +
     `a lookup of the incidents ${Math.round(a.lookupMeanMs)} ms and a POST to Alertmanager ${Math.round(a.postMeanMs)} ms`;
-  /** How busy the host was while the load ran, and who took the cores. */
+  /** How busy the host was from the load's start until its probes were answered, and who took the cores. */
   const cpuNote = ({ cpu }: FreshnessStageResult) =>
-    `of ${cpu.cores} cores while the load ran: ` +
+    `of ${cpu.cores} cores from the load's start until its probes were answered: ` +
     Object.entries(cpu.processCores)
       .map(([name, cores]) => `${name} ${cores.toFixed(2)}`)
       .join(', ');
