@@ -30,7 +30,13 @@ const PROBE_ENGINE_PREFIX = 'bench-probe-';
  * its ack, for a request id of its own, naming decode engine `bench-probe-<n>` (a new incident, so a new alert, each).
  * Emitted through the real emitter and the OTel SDK and captured as the SDK exports them, like the workload.
  */
-export async function buildViolationProbes(options: { count: number; idPrefix: string; startTimeMs: number }): Promise<ViolationProbe[]> {
+export async function buildViolationProbes(options: {
+  count: number;
+  /** Time between two probes' spans (ms), as they will be sent. */
+  everyMs: number;
+  idPrefix: string;
+  startTimeMs: number;
+}): Promise<ViolationProbe[]> {
   const captured: OtlpTraceRequest[] = [];
   const receiver = await startOtlpReceiver({ port: 0, host: '127.0.0.1', onRequest: (request) => void captured.push(request) });
   const provider = new TracerProvider({
@@ -46,7 +52,7 @@ export async function buildViolationProbes(options: { count: number; idPrefix: s
   try {
     const prefill = createPdEmitter(provider.getTracer('bench-probe'));
     for (let n = 0; n < options.count; n++) {
-      const at = options.startTimeMs + n * 1000;
+      const at = options.startTimeMs + n * options.everyMs;
       prefill.drained(
         { requestId: `${options.idPrefix}-alert-probe-${n}`, generation: 0 },
         { rank: 0, chunksDropped: 0, inflight: 0, failedSends: 1, ackWithheld: false, decodeEngineId: `${PROBE_ENGINE_PREFIX}${n}` },
