@@ -194,7 +194,9 @@ try {
     `its record computed (computed_at) after p50 ${Math.round(a.recordP50Ms)} / p99 ${Math.round(a.recordP99Ms)} ms, from there to the 2xx ` +
     `p50 ${Math.round(a.pushP50Ms)} / p99 ${Math.round(a.pushP99Ms)} ms; on average a record refresh took ${Math.round(a.refreshMeanMs)} ms, ` +
     `a lookup of the incidents ${Math.round(a.lookupMeanMs)} ms and a POST to Alertmanager ${Math.round(a.postMeanMs)} ms`;
-  /** How busy the host was from the load's start until its probes were answered, and who took the cores. */
+  /** How busy the host was from the load's start until its probes were answered, in % (the figure and the JSON). */
+  const busyPct = ({ cpu }: FreshnessStageResult) => Math.round(cpu.hostBusy * 100);
+  /** Over the same interval, who took the cores. */
   const cpuNote = ({ cpu }: FreshnessStageResult) =>
     `of ${cpu.cores} cores from the load's start until its probes were answered: ` +
     Object.entries(cpu.processCores)
@@ -207,7 +209,7 @@ try {
     unit: 'spans/s',
     note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried`,
   });
-  figures.add({ name: 'host CPU busy', value: Math.round(fresh.cpu.hostBusy * 100), unit: '%', note: cpuNote(fresh) });
+  figures.add({ name: 'host CPU busy', value: busyPct(fresh), unit: '%', note: cpuNote(fresh) });
   figures.add({
     name: 'freshness p50',
     value: Math.round(fresh.p50Ms),
@@ -228,7 +230,7 @@ try {
     unit: 'ms',
     note:
       `collector's 200 for a span completing a violation → Alertmanager's 2xx for its alert (pushed by the pipeline), ` +
-      `${fresh.alerts.samplesMs.length} of ${fresh.alerts.sent} probes, four a second within the load; ${whereAlertTimeWent(fresh.alerts)}`,
+      `${fresh.alerts.samplesMs.length} of ${fresh.alerts.sent} probes spread evenly over the load; ${whereAlertTimeWent(fresh.alerts)}`,
   });
   figures.add({
     name: 'violation alert p99',
@@ -249,7 +251,7 @@ try {
       unit: 'spans/s',
       note: `${half.rejected} requests refused or failed and retried`,
     });
-    figures.add({ name: '  at half the load: host CPU busy', value: Math.round(half.cpu.hostBusy * 100), unit: '%', note: cpuNote(half) });
+    figures.add({ name: '  at half the load: host CPU busy', value: busyPct(half), unit: '%', note: cpuNote(half) });
     figures.add({
       name: '  at half the load: freshness p99',
       value: Math.round(half.p99Ms),
@@ -374,7 +376,7 @@ try {
       freshness_p50_ms: Math.round(fresh.p50Ms),
       freshness_p99_ms: Math.round(fresh.p99Ms),
       offered_spans_per_s: Math.round(fresh.offeredSpansPerSecond),
-      host_cpu_busy_pct: Math.round(fresh.cpu.hostBusy * 100),
+      host_cpu_busy_pct: busyPct(fresh),
       violation_alert_p50_ms: Math.round(fresh.alerts.p50Ms),
       violation_alert_p99_ms: Math.round(fresh.alerts.p99Ms),
       violation_alert_max_ms: Math.round(fresh.alerts.maxMs),
@@ -386,7 +388,7 @@ try {
       ...(half
         ? {
             half_load_offered_spans_per_s: Math.round(half.offeredSpansPerSecond),
-            half_load_host_cpu_busy_pct: Math.round(half.cpu.hostBusy * 100),
+            half_load_host_cpu_busy_pct: busyPct(half),
             half_load_freshness_p99_ms: Math.round(half.p99Ms),
             half_load_violation_alert_p99_ms: Math.round(half.alerts.p99Ms),
             half_load_violation_alert_max_ms: Math.round(half.alerts.maxMs),
