@@ -18,7 +18,7 @@ import { produceBacklog } from './backlog.ts';
 import { preSerialize, runCeiling } from './ceiling.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
-import { runFreshnessStage, type FreshnessStageResult } from './freshness-stage.ts';
+import { PROBE_POLL_MS, runFreshnessStage, type FreshnessStageResult } from './freshness-stage.ts';
 import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
 import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
 import { FigureSheet, progress, report, stage } from './report.ts';
@@ -214,7 +214,7 @@ try {
     name: 'freshness p50',
     value: Math.round(fresh.p50Ms),
     unit: 'ms',
-    note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every 100 ms`,
+    note: `export → lifecycle visible in the read API, ${fresh.samplesMs.length} probes polled every ${PROBE_POLL_MS} ms`,
   });
   figures.add({
     name: 'freshness p99',
