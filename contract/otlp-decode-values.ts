@@ -164,7 +164,8 @@ export class PbValues extends PbWire {
   /**
    * The value of an AnyValue at [start, stop) that is an int_value alone and below 2^28 (a varint of at most 4 bytes),
    * else -1. Page and rank lists are such values, some 40 a span in the bench's workload: read apart from anyValue's
-   * general loop, that workload decodes in 4.8 µs a span rather than 5.5.
+   * general loop, that workload decodes in 4.8 µs a span rather than 5.5. The varint is read here rather than through
+   * `int64` (5.2 µs a span that way): no call per item, and its length is known from the item's.
    */
   private smallIntValue(start: number, stop: number): number {
     const buf = this.buf;

@@ -73,8 +73,8 @@ export class PbWire {
     }
     // Invalid UTF-8 must not be stored as if U+FFFD had been sent: a lone surrogate in front marks the value as not
     // Unicode, which the validator rejects for that span alone (a request is not refused for spans it does not read).
-    const text = this.buf.toString('utf8', start, stop);
-    return isUtf8(this.buf.subarray(start, stop)) ? text : NOT_UNICODE_MARK + text;
+    const text = buf.toString('utf8', start, stop);
+    return isUtf8(buf.subarray(start, stop)) ? text : NOT_UNICODE_MARK + text;
   }
 
   protected hex(): string {

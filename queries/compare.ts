@@ -219,10 +219,11 @@ export function peakPinnedInStorms(
 const armWindow = (selector: ArmSelector) => ({ from: selector.from, to: selector.to, cluster: selector.filters.cluster ?? '' });
 
 /** Arms over the same window and cluster ("decode-0 against decode-1 over the hour") share one storm series. */
-const sameStormSeries = (a: ArmSelector, b: ArmSelector) => {
-  const [x, y] = [armWindow(a), armWindow(b)];
+function sameStormSeries(a: ArmSelector, b: ArmSelector): boolean {
+  const x = armWindow(a);
+  const y = armWindow(b);
   return x.from === y.from && x.to === y.to && x.cluster === y.cluster;
-};
+}
 
 async function readArm(
   client: ClickHouseClient,

@@ -1,8 +1,8 @@
 /**
  * The bench's freshness stage: a collector, a pipeline process and the read API on a topic and database of their
  * own, fed captured simulator requests at a fixed rate, with probe spans timed from export to visibility; and the
- * pipeline pushing its violation alerts to a real Alertmanager, with violation probes (ALERT_PROBE_EVERY_MS) timed from the
- * collector's answer to Alertmanager's.
+ * pipeline pushing its violation alerts to a real Alertmanager, with violation probes (ALERT_PROBE_EVERY_MS) timed
+ * from the collector's answer to Alertmanager's.
  */
 import os from 'node:os';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
