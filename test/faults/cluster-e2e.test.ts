@@ -238,10 +238,18 @@ test(
       let trace: Flag[] = [];
       await check('trace flagged', () =>
         waitFor(
-          'the PR 35049 late write flagged',
+          'the PR 35049 late write flagged with its victim',
           async () => {
             trace = await flagsFrom(reader, database, startMs - 60_000);
-            return trace.some((f) => f.kind === 'late_write' && f.request_id === 'pr35049-A');
+            // Named once B's record is stored too: A and B may be on partitions of different pipelines, and the
+            // victim is read from B's allocation, which the other pipeline's refresh round may store a moment later.
+            return trace.some(
+              (f) =>
+                f.kind === 'late_write' &&
+                f.request_id === 'pr35049-A' &&
+                Array.isArray(f.evidence.victims) &&
+                f.evidence.victims.length > 0,
+            );
           },
           30_000,
         ),
