@@ -244,10 +244,13 @@ export async function runQueryCapped<T = Record<string, unknown>>(
  * The limits as the query's own SETTINGS clause, not as client settings: chdb applies client settings with SET, which
  * stays on its connection for every later query (measured with chdb 3.4), writes included. The values are validated
  * integers. timeout_overflow_mode is named because a server profile set to 'break' would return a partial result as
- * if it were whole.
+ * if it were whole. log_comment names the query in the server's system.query_log (`holdscope <name>`), so that a
+ * ClickHouse operator can tell which of holdscope's reads costs what; a query's name is its file's, letters, digits
+ * and underscores only.
  */
-const limitSettings = (limits: ReadLimits) =>
-  `SETTINGS max_execution_time = ${Math.trunc(limits.maxReadSeconds)}, max_memory_usage = ${Math.trunc(limits.maxReadMemoryBytes)}, timeout_overflow_mode = 'throw'`;
+const querySettings = (limits: ReadLimits, name: string) =>
+  `SETTINGS max_execution_time = ${Math.trunc(limits.maxReadSeconds)}, max_memory_usage = ${Math.trunc(limits.maxReadMemoryBytes)}, timeout_overflow_mode = 'throw'` +
+  (/^\w+$/.test(name) ? `, log_comment = 'holdscope ${name}'` : '');
 
 /** A read stopped by its own limits is answered 400 naming the limit: the same read would stop again, a narrower one not. */
 function limitError(error: unknown, name: string, limits: ReadLimits): InputError | undefined {
@@ -283,7 +286,7 @@ async function execute<T>(
       try {
         const result = await client.query({
           // The newline ends a comment on the query's last line; no query file has a SETTINGS clause of its own.
-          query: `${sql}\n${limitSettings(limits)}`,
+          query: `${sql}\n${querySettings(limits, name)}`,
           format: 'JSONEachRow',
           query_params: params,
           clickhouse_settings: { date_time_output_format: 'iso', output_format_json_quote_64bit_integers: 0 },
