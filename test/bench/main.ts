@@ -24,6 +24,8 @@ import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
 import { FigureSheet, progress, report, stage } from './report.ts';
 import { timeGenericStack } from './generic-stack.ts';
 import { runClusterStage } from './cluster-stage.ts';
+import { clickhouseCpuShares, describeCpuShares } from './clickhouse-cpu.ts';
+import { writeQueryLogConfig } from '../support/clickhouse-logs.ts';
 
 const program = new Command('bench')
   .option('--quick', 'a smaller run, under 2 minutes')
@@ -35,6 +37,10 @@ const program = new Command('bench')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--no-cluster', 'skip the cluster stage: the backlog and the pages on 2 shards against the single server')
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
+  .option(
+    '--clickhouse-cpu',
+    "also split ClickHouse's CPU during the freshness load by statement kind and merged table (its logs cost it ~0.02 cores)",
+  )
   .parse();
 const opts = program.opts<{
   quick?: boolean;
@@ -46,6 +52,7 @@ const opts = program.opts<{
   freshnessSeconds?: string;
   runs?: string;
   partitions?: string;
+  clickhouseCpu?: boolean;
 }>();
 const quick = opts.quick === true;
 const settings = {
@@ -67,7 +74,7 @@ const ALERT_TIMEOUT_MS = 30_000;
 const figures = new FigureSheet();
 const started = Date.now();
 const mock = await startKafkaMock({ brokers: 3 });
-const server = await startClickHouseServer();
+const server = await startClickHouseServer(opts.clickhouseCpu ? { configFile: writeQueryLogConfig() } : {});
 // Building the query dataset runs single statements for minutes: a generous timeout.
 const client = await createClickHouse({ url: server.url, dataPath: '', requestTimeoutMs: 60 * 60_000 });
 const kafka = kafkaForTests(mock.brokers, 'holdscope-bench');
@@ -210,6 +217,11 @@ try {
     note: `target ${settings.rate} for ${settings.freshnessSeconds} s; ${fresh.rejected} requests refused or failed and retried`,
   });
   figures.add({ name: 'host CPU busy', value: busyPct(fresh), unit: '%', note: cpuNote(fresh) });
+  if (opts.clickhouseCpu) {
+    const shares = await clickhouseCpuShares(client, fresh.cpuWindow.fromMs, fresh.cpuWindow.toMs);
+    const cores = fresh.cpu.processCores.clickhouse ?? NaN;
+    figures.add({ name: '  ClickHouse cores', value: Number(cores.toFixed(2)), unit: 'cores', note: describeCpuShares(shares, cores) });
+  }
   figures.add({
     name: 'freshness p50',
     value: Math.round(fresh.p50Ms),
