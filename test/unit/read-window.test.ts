@@ -174,14 +174,17 @@ function failingClient(code: string, type: string, message: string) {
 describe('read limits in the runner', () => {
   const range = { from: '2026-12-01T00:00:00Z', to: '2026-12-01T01:00:00Z' };
 
-  it('sends each read with its limits as the query own SETTINGS clause', async () => {
+  it('sends each read with its limits and its name as the query own SETTINGS clause', async () => {
     const { client, sent } = failingClient('60', 'UNKNOWN_TABLE', 'no table');
     await assert.rejects(
       runQuery(client, 'db', 'kv_pinned', range, {
         limits: { ...DEFAULT_READ_LIMITS, maxReadSeconds: 12, maxReadMemoryBytes: 50_000_000 },
       }),
     );
-    assert.match(sent[0] ?? '', /\nSETTINGS max_execution_time = 12, max_memory_usage = 50000000, timeout_overflow_mode = 'throw'$/);
+    assert.match(
+      sent[0] ?? '',
+      /\nSETTINGS max_execution_time = 12, max_memory_usage = 50000000, timeout_overflow_mode = 'throw', log_comment = 'holdscope kv_pinned'$/,
+    );
   });
 
   it('answers a read stopped at its time or memory limit with a 400 naming the limit', async () => {
