@@ -109,7 +109,9 @@ function lifecycleFlag(row: LifecycleFlagRow, victims: VictimRow[]): Flag {
           `${row.late_writes} write(s) of ${who} landed after its pages were released (${row.release_reason}); ` +
           (owners
             ? `pages then owned by ${owners} were overwritten: treat their output as corrupt and raise the hold timeout above the transfer tail.`
-            : 'the pages were free at the time: raise the hold timeout above the transfer tail.'),
+            : // Said of what is stored: the owner's allocation may come in a later batch, or from another pipeline.
+              'no allocation stored so far owned those pages when the writes landed (free then, or their owner is not stored yet): ' +
+              'raise the hold timeout above the transfer tail.'),
         evidence: { release_at: row.release_at, release_reason: row.release_reason, late_writes: row.late_writes, ...evidence },
       };
     }
