@@ -95,6 +95,9 @@ export function parseQueryFile(text: string, file: string): QueryDefinition {
     if (field) def[field[1] as 'name' | 'purpose' | 'columns'] = (field[2] ?? '').trim();
   }
   if (!def.name || !def.purpose) throw new Error(`${file}: a query file needs '-- name:' and '-- purpose:' header lines`);
+  // The name goes into URLs, metric labels and each read's log_comment (querySettings) as it is.
+  if (!/^\w+$/.test(def.name))
+    throw new Error(`${file}: a query's name is letters, digits and underscores, not ${JSON.stringify(def.name)}`);
   const used = new Set([...text.matchAll(/\{([a-z_][a-z0-9_]*):[^}]+\}/g)].map((m) => m[1]));
   used.delete('db');
   for (const name of used)
@@ -245,12 +248,11 @@ export async function runQueryCapped<T = Record<string, unknown>>(
  * stays on its connection for every later query (measured with chdb 3.4), writes included. The values are validated
  * integers. timeout_overflow_mode is named because a server profile set to 'break' would return a partial result as
  * if it were whole. log_comment names the query in the server's system.query_log (`holdscope <name>`), so that a
- * ClickHouse operator can tell which of holdscope's reads costs what; a query's name is its file's, letters, digits
- * and underscores only.
+ * ClickHouse operator can tell which of holdscope's reads costs what (a name is checked to be \w+ when its file is read).
  */
 const querySettings = (limits: ReadLimits, name: string) =>
-  `SETTINGS max_execution_time = ${Math.trunc(limits.maxReadSeconds)}, max_memory_usage = ${Math.trunc(limits.maxReadMemoryBytes)}, timeout_overflow_mode = 'throw'` +
-  (/^\w+$/.test(name) ? `, log_comment = 'holdscope ${name}'` : '');
+  `SETTINGS max_execution_time = ${Math.trunc(limits.maxReadSeconds)}, max_memory_usage = ${Math.trunc(limits.maxReadMemoryBytes)}, ` +
+  `timeout_overflow_mode = 'throw', log_comment = 'holdscope ${name}'`;
 
 /** A read stopped by its own limits is answered 400 naming the limit: the same read would stop again, a narrower one not. */
 function limitError(error: unknown, name: string, limits: ReadLimits): InputError | undefined {

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 
 interface CpuSnapshot {
+  /** When it was taken (ms since the epoch). */
+  atMs: number;
   /** The host's CPU time, in /proc/stat's ticks, summed over every core. */
   hostTotal: number;
   hostIdle: number;
@@ -19,6 +21,9 @@ export interface CpuUsage {
   cores: number;
   /** Cores each named process used on average over the interval. */
   processCores: Record<string, number>;
+  /** The interval, wall clock (ms since the epoch). */
+  fromMs: number;
+  toMs: number;
 }
 
 function processTicks(pid: number): number {
@@ -40,7 +45,7 @@ export function snapshotCpu(pids: Record<string, number>): CpuSnapshot {
   const hostIdle = (values[3] ?? 0) + (values[4] ?? 0);
   const processes: Record<string, number> = {};
   for (const [name, pid] of Object.entries(pids)) processes[name] = processTicks(pid);
-  return { hostTotal, hostIdle, processes };
+  return { atMs: Date.now(), hostTotal, hostIdle, processes };
 }
 
 /** Usage between two snapshots. Process cores are relative to the host's ticks, so no clock rate is assumed. */
@@ -49,5 +54,6 @@ export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot, cores: numbe
   const processCores: Record<string, number> = {};
   for (const [name, ticks] of Object.entries(after.processes))
     processCores[name] = total > 0 ? ((ticks - (before.processes[name] ?? NaN)) / total) * cores : NaN;
-  return { hostBusy: total > 0 ? 1 - (after.hostIdle - before.hostIdle) / total : NaN, cores, processCores };
+  const hostBusy = total > 0 ? 1 - (after.hostIdle - before.hostIdle) / total : NaN;
+  return { hostBusy, cores, processCores, fromMs: before.atMs, toMs: after.atMs };
 }

@@ -31,8 +31,6 @@ export interface FreshnessStageResult extends FreshnessResult {
    * share, and the cores of ClickHouse, the pipeline and this process (load generator, collector, prober).
    */
   cpu: CpuUsage;
-  /** The same interval, wall clock (ms since the epoch). */
-  cpuWindow: { fromMs: number; toMs: number };
   alerts: ViolationAlertResult & {
     p50Ms: number;
     p99Ms: number;
@@ -137,7 +135,6 @@ export async function runFreshnessStage(options: {
     // The violation probes go through the same collector, interleaved with the load, from the same moment.
     const pids = { clickhouse: options.clickhousePid, pipeline: pipeline.pid, 'bench (load, collector, prober)': process.pid };
     const cpuBefore = snapshotCpu(pids);
-    const cpuFromMs = Date.now();
     const [result, alerts] = await Promise.all([
       measureFreshness({
         workload,
@@ -157,7 +154,6 @@ export async function runFreshnessStage(options: {
       }),
     ]);
     const cpu = cpuBetween(cpuBefore, snapshotCpu(pids), os.availableParallelism());
-    const cpuWindow = { fromMs: cpuFromMs, toMs: Date.now() };
     const recordMs = await recordComputedAfterMs(options.client, database, alerts.acceptedAtMs);
     const m = await pipeline.metrics();
     const meanMs = (name: string) => ((m[`${name}_sum`] ?? NaN) / (m[`${name}_count`] ?? NaN)) * 1000;
@@ -166,7 +162,6 @@ export async function runFreshnessStage(options: {
     return {
       ...result,
       cpu,
-      cpuWindow,
       p50Ms: percentile(result.samplesMs, 50),
       p99Ms: percentile(result.samplesMs, 99),
       alerts: {

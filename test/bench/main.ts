@@ -218,7 +218,7 @@ try {
   });
   figures.add({ name: 'host CPU busy', value: busyPct(fresh), unit: '%', note: cpuNote(fresh) });
   if (opts.clickhouseCpu) {
-    const shares = await clickhouseCpuShares(client, fresh.cpuWindow.fromMs, fresh.cpuWindow.toMs);
+    const shares = await clickhouseCpuShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
     const cores = fresh.cpu.processCores.clickhouse ?? NaN;
     figures.add({ name: '  ClickHouse cores', value: Number(cores.toFixed(2)), unit: 'cores', note: describeCpuShares(shares, cores) });
   }

@@ -31,6 +31,13 @@ describe('named queries', () => {
       assert.throws(() => parseQueryFile(file(reserved), 'q.sql'), new RegExp(`q.sql: parameter ${reserved} is reserved`));
   });
 
+  it("refuses a query name that is not letters, digits and underscores: it goes into each read's log_comment as it is", () => {
+    const file = (name: string) => `-- name: ${name}\n-- purpose: a query to test its header\nSELECT 1\n`;
+    assert.equal(parseQueryFile(file('rows_2'), 'q.sql').name, 'rows_2');
+    for (const name of ["q' x", 'two words', 'q-1'])
+      assert.throws(() => parseQueryFile(file(name), 'q.sql'), /q\.sql: a query's name is letters, digits and underscores/);
+  });
+
   it('refuses a composite parameter type other than Array(String), which text could not reach a server as', () => {
     const file = (type: string) =>
       `-- name: q\n-- purpose: a query to test its header\n-- param ids ${type}: values\nSELECT {ids:${type}}\n`;
