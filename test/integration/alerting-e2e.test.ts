@@ -20,8 +20,12 @@ import { startHoldscope, stopHoldscope, type StartedHoldscope } from '../support
 // Absolute: Prometheus reads rule files relative to its own config file.
 const RULES = fileURLToPath(new URL('../../dashboards/alerts/holdscope.rules.yml', import.meta.url));
 
-/** How long a scenario may take to raise everything it promises, and how long a quiet one is watched. */
-const BUDGET_MS = 240_000;
+/**
+ * How long a scenario may take to raise everything it promises. The slowest promised alerts (OpenHolds, TimeoutHeavy
+ * in mixed) arrived after 169-209 s on this project's 2-core machines and, in a slower hour, not within 240 s; the
+ * budget only lengthens a run whose alerts are late.
+ */
+const BUDGET_MS = 360_000;
 const QUIET_WATCH_MS = 150_000;
 
 interface Run {
