@@ -46,8 +46,20 @@ export async function createClickHouse(connection: ClickHouseConnection): Promis
     return createClient({ url: connection.url, username: connection.user ?? 'default', password: connection.password ?? '', ...common });
   }
   const { createChdbConnection } = await import('chdb/connection');
-  return createClient({ connection: createChdbConnection({ path: connection.dataPath }), ...common } as Parameters<typeof createClient>[0]);
+  const client = createClient({ connection: createChdbConnection({ path: connection.dataPath }), ...common } as Parameters<
+    typeof createClient
+  >[0]);
+  embeddedClients.add(client);
+  return client;
 }
+
+const embeddedClients = new WeakSet<ClickHouseClient>();
+
+/**
+ * Whether an INSERT's body reaches ClickHouse as bytes. Not on embedded ClickHouse: chdb's connection (chdb 3.4)
+ * appends the body to the statement as UTF-8 text, which a binary format such as Native does not survive.
+ */
+export const insertsBinaryBodies = (client: ClickHouseClient): boolean => !embeddedClients.has(client);
 
 /**
  * What a failed ClickHouse call says, told by ClickHouse error code only (a message's wording is not an interface):

@@ -3,6 +3,7 @@ export { createLogger, type Logger } from './logger.ts';
 export { createKafka } from './kafka.ts';
 export {
   createClickHouse,
+  insertsBinaryBodies,
   classifyClickHouseError,
   clickHouseFailureKind,
   isServerError,

@@ -125,7 +125,7 @@ export const pipelineConfigSchema = storageConfigSchema.extend({
    */
   partitionsConsumedConcurrently: key(intAtLeast(1).default(8), { help: 'partitions processed at once', placeholder: 'n' }),
   /**
-   * Bytes of encoded span rows (TabSeparated text) the consumer hands to the writer ahead of ClickHouse's
+   * Bytes of encoded span rows (Native blocks, pipeline/native.ts) the consumer hands to the writer ahead of ClickHouse's
    * acknowledgement; past it, batches wait before they are decoded (backpressure: nothing is dropped). 24 MiB: on the
    * benchmark's 0.89 M-span drain, where ClickHouse is the bottleneck and the cap is always reached, 16, 24, 32 and
    * 48 MiB drained 31,000, 34,000, 36,000 and 38,000 spans/s with peak RSS (192 MiB heap, 2 MiB fetches) of

@@ -299,12 +299,19 @@ describe('eventsOf and rowsOf: headers and the time window', () => {
         { value: protobuf, headers: JSON_HEADERS }, // declared JSON: undecodable, skipped
         { value: null },
       ],
+      'Native',
       metrics,
       log,
     );
     assert.equal(rows.rows, 6);
     assert.equal((await metrics.undecodable.get()).values[0]?.value, 2);
-    const late = rowsOf([{ value: protobuf }], createPipelineMetrics(), log, spanTimeWindow(nowMs + 40 * 86_400_000, 3_600_000, 30));
+    const late = rowsOf(
+      [{ value: protobuf }],
+      'TabSeparated',
+      createPipelineMetrics(),
+      log,
+      spanTimeWindow(nowMs + 40 * 86_400_000, 3_600_000, 30),
+    );
     assert.equal(late.rows, 0, 'every span is past the retention 40 days on');
   });
 });

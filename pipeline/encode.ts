@@ -90,19 +90,39 @@ export function spanLineFields(line: string): Record<string, string> {
   return columns;
 }
 
-/** Rows ready for one INSERT: the text, how many rows it holds, and the lifecycles they belong to. */
-export interface EncodedRows {
-  text: string;
+interface RowsForInsert {
   rows: number;
+  /** The lifecycles the rows belong to, each once. */
   keys: LifecycleKeyTuple[];
 }
 
+/** Rows as TabSeparated text (each line with its newline): rows built from SpanRow objects, and the dead-letter path. */
+export interface TsvRows extends RowsForInsert {
+  format: 'TabSeparated';
+  text: string;
+}
+
+/** Rows as one Native block (pipeline/native.ts): what the pipeline inserts. */
+export interface NativeRows extends RowsForInsert {
+  format: 'Native';
+  block: Buffer;
+}
+
+/** Rows ready for one INSERT: their encoding, how many they are, and the lifecycles they belong to. */
+export type EncodedRows = TsvRows | NativeRows;
+
+/** How rows go to ClickHouse: Native where the connection sends bytes, TabSeparated text to embedded ClickHouse. */
+export type RowEncoding = EncodedRows['format'];
+
+/** The bytes rows take until ClickHouse has them (what a consumer's in-flight bound counts). */
+export const encodedBytes = (rows: EncodedRows): number => (rows.format === 'Native' ? rows.block.length : Buffer.byteLength(rows.text));
+
 /**
- * Collects rows into EncodedRows. The lines are joined once at the end: a string grown with `+=` stays a V8 rope
+ * Collects rows into TsvRows. The lines are joined once at the end: a string grown with `+=` stays a V8 rope
  * (one heap object per piece, about 4.7 heap bytes per character measured on the collector's spans, against 1.0
  * flat) for as long as nothing reads it whole, and rows waiting for ClickHouse held that way ran out of a 192 MiB heap.
  */
-export class EncodedRowsBuilder {
+export class TsvRowsBuilder {
   private readonly lines: string[] = [];
   private readonly keys = new LifecycleKeySet();
 
@@ -111,13 +131,13 @@ export class EncodedRowsBuilder {
     this.keys.add(row.cluster, row.request_id, row.generation);
   }
 
-  build(): EncodedRows {
-    return { text: this.lines.join(''), rows: this.lines.length, keys: this.keys.values() };
+  build(): TsvRows {
+    return { format: 'TabSeparated', text: this.lines.join(''), rows: this.lines.length, keys: this.keys.values() };
   }
 }
 
-export function encodeRows(rows: Iterable<SpanRow>): EncodedRows {
-  const builder = new EncodedRowsBuilder();
+export function encodeRows(rows: Iterable<SpanRow>): TsvRows {
+  const builder = new TsvRowsBuilder();
   for (const row of rows) builder.add(row);
   return builder.build();
 }

@@ -41,6 +41,7 @@ export class InProcessQueue implements SpanQueue {
       .write(
         rowsOf(
           messages.map((m) => ({ value: m.value, headers: MESSAGE_HEADERS })),
+          this.writer.rowEncoding,
           this.options.metrics,
           this.options.log,
         ),

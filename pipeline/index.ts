@@ -13,5 +13,6 @@ export { SpanWriter } from './writer.ts';
 export { fetchByteLimits } from './kafka-source.ts';
 export { eventsOf } from './decode.ts';
 export { spanRow, type SpanRow } from './rows.ts';
-export { encodeRows, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
+export { encodeRows, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type EncodedRows, type NativeRows } from './encode.ts';
+export { NativeRowsBuilder, nativeSpanInsert } from './native.ts';
 export { rebuildLifecycleRecords } from './records.ts';

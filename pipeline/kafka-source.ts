@@ -2,7 +2,7 @@ import kafkajs, { type Consumer, type Kafka } from 'kafkajs';
 import type { Logger } from '../common/index.ts';
 import type { SpanTimeWindow } from '../contract/index.ts';
 import { DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_REBALANCE_TIMEOUT_MS } from './config.ts';
-import type { EncodedRows } from './encode.ts';
+import { encodedBytes, type EncodedRows } from './encode.ts';
 import { rowsOf } from './ingest.ts';
 import type { PipelineMetrics } from './metrics.ts';
 import type { SpanWriter } from './writer.ts';
@@ -250,7 +250,7 @@ export class KafkaSource {
           // Left unresolved, the batch is fetched again, by this member or by the partition's next owner.
           if (!current() || !isRunning() || isStale()) return;
           // With their headers: the collector's declare the encoding, which is then never guessed from the bytes.
-          const rows = rowsOf(batch.messages, metrics, log, this.options.timeWindow?.());
+          const rows = rowsOf(batch.messages, this.options.writer.rowEncoding, metrics, log, this.options.timeWindow?.());
           const lastOffset = batch.lastOffset();
           this.hand(rows, batch.topic, batch.partition, lastOffset);
           // The fetch position moves on now; the group's committed offset only once ClickHouse has the rows.
@@ -322,7 +322,7 @@ export class KafkaSource {
     }
     const handed: HandedBatch = { next: (BigInt(lastOffset) + 1n).toString(), stored: false };
     line.batches.push(handed);
-    const bytes = Buffer.byteLength(rows.text);
+    const bytes = encodedBytes(rows);
     this.inFlightWrites++;
     this.inFlightBytes += bytes;
     this.options.metrics.inFlightBytes.set(this.inFlightBytes);

@@ -4,6 +4,7 @@ import {
   clickHouseFailureKind,
   DEFAULT_RETRY_POLICY,
   HoldscopeError,
+  insertsBinaryBodies,
   retry,
   serverErrorOf,
   UnavailableError,
@@ -12,7 +13,9 @@ import {
   type RetryPolicy,
 } from '../common/index.ts';
 import type { PipelineMetrics } from './metrics.ts';
-import { SPAN_COLUMNS, spanLineFields, TSV_INSERT_SETTINGS, type EncodedRows } from './encode.ts';
+import { SPAN_COLUMNS, spanLineFields, TSV_INSERT_SETTINGS, type EncodedRows, type RowEncoding } from './encode.ts';
+import { nativeSpanInsert } from './native.ts';
+import { nativeSpanLines } from './native-read.ts';
 import { LifecycleKeySet, refreshLifecycleRecords, type LifecycleKeyTuple } from './records.ts';
 
 export interface SpanWriterOptions {
@@ -75,6 +78,17 @@ const retryAlways =
     return failure.retriable ? failure : new UnavailableError(failure.message, { cause: error, code: failure.code });
   };
 
+/** One INSERT's rows: several batches' texts or blocks, sent one after another (Native blocks follow each other in a stream). */
+type EncodedData = { format: 'TabSeparated'; chunks: string[] } | { format: 'Native'; chunks: Buffer[] };
+
+/** The batches' data, all of one encoding (insertPending takes them so). */
+function encodedData(batches: EncodedRows[]): EncodedData {
+  const blocks = batches.flatMap((b) => (b.format === 'Native' ? [b.block] : []));
+  const texts = batches.flatMap((b) => (b.format === 'TabSeparated' ? [b.text] : []));
+  if (blocks.length > 0 && texts.length > 0) throw new Error('one INSERT of rows in two encodings');
+  return blocks.length > 0 ? { format: 'Native', chunks: blocks } : { format: 'TabSeparated', chunks: texts };
+}
+
 /** The rows of TabSeparated texts, each line with its newline (a newline inside a field is escaped, never raw). */
 const linesOf = (texts: string[]): string[] =>
   texts.flatMap((text) => (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).map((line) => (line.endsWith('\n') ? line : `${line}\n`)));
@@ -114,11 +128,19 @@ const REFRESH_QUIET_MS = 50;
 /** Lifecycle keys one record refresh round takes at most (before duplicates are dropped): its writers wait for all of them. */
 const MAX_KEYS_PER_REFRESH_ROUND = 10_000;
 
-/** Takes queued items from the front while their total size stays within `max` (always at least one). */
-function takeUpTo<T>(queue: T[], max: number, sizeOf: (item: T) => number): { taken: T[]; size: number } {
+/**
+ * Takes queued items from the front while their total size stays within `max` (always at least one), and, given
+ * `alike`, while they are alike the first.
+ */
+function takeUpTo<T>(
+  queue: T[],
+  max: number,
+  sizeOf: (item: T) => number,
+  alike = (_first: T, _next: T) => true,
+): { taken: T[]; size: number } {
   const taken: T[] = [];
   let size = 0;
-  while (queue.length > 0 && (taken.length === 0 || size + sizeOf(queue[0] as T) <= max)) {
+  while (queue.length > 0 && (taken.length === 0 || (size + sizeOf(queue[0] as T) <= max && alike(taken[0] as T, queue[0] as T)))) {
     const next = queue.shift() as T;
     taken.push(next);
     size += sizeOf(next);
@@ -159,7 +181,12 @@ export class SpanWriter {
   /** Ends the wait of a round for its interval early, to look again (an INSERT ended) or to stop (shutdown). */
   private wakeRefresh: (() => void) | undefined;
 
-  constructor(private readonly options: SpanWriterOptions) {}
+  /** The encoding this writer's rows should come in (any is stored): Native, unless the connection cannot send bytes. */
+  readonly rowEncoding: RowEncoding;
+
+  constructor(private readonly options: SpanWriterOptions) {
+    this.rowEncoding = insertsBinaryBodies(options.client) ? 'Native' : 'TabSeparated';
+  }
 
   /**
    * Resolves once every row is in ClickHouse: in `spans`, or, for rows ClickHouse refuses for their content, in
@@ -209,13 +236,16 @@ export class SpanWriter {
 
   private async insertPending(): Promise<void> {
     while (this.pending.length > 0) {
-      const { taken: batch, size: count } = takeUpTo(this.pending, this.options.maxBatchRows, (p) => p.batch.rows);
+      // One INSERT holds one encoding: the pipeline's rows are all Native, rows from SpanRow objects TabSeparated.
+      const { taken: batch, size: count } = takeUpTo(
+        this.pending,
+        this.options.maxBatchRows,
+        (p) => p.batch.rows,
+        (first, next) => first.batch.format === next.batch.format,
+      );
       this.insertsRunning++;
       try {
-        await this.store(
-          batch.map((p) => p.batch.text),
-          count,
-        );
+        await this.store(encodedData(batch.map((p) => p.batch)), count);
       } catch (error) {
         // Only after shutdown: the callers learn their rows were not stored (and commit nothing).
         for (const p of [...batch, ...this.pending.splice(0)]) p.reject(error as Error);
@@ -326,10 +356,10 @@ export class SpanWriter {
    * `span_dead_letters`. Rows of several writers share the batch, and the halves cut across writers. Rejects only once
    * the writer stops.
    */
-  private async store(texts: string[], rows: number): Promise<void> {
+  private async store(data: EncodedData, rows: number): Promise<void> {
     let refusal: HoldscopeError;
     try {
-      await this.insertRows(texts, rows);
+      await this.insertRows(data, rows);
       return;
     } catch (error) {
       refusal = this.refusal(error);
@@ -338,7 +368,9 @@ export class SpanWriter {
       { err: refusal.message, rows },
       'ClickHouse refused the rows of an INSERT; inserting them in halves to find the refused ones',
     );
-    await this.storeDeadLetters(await this.isolateRefused(linesOf(texts)));
+    // Halves are inserted as text: one row's line is what a dead letter keeps, and the rare path need not be fast.
+    const lines = data.format === 'Native' ? data.chunks.flatMap((block) => nativeSpanLines(block)) : linesOf(data.chunks);
+    await this.storeDeadLetters(await this.isolateRefused(lines));
   }
 
   /**
@@ -352,7 +384,7 @@ export class SpanWriter {
     const half = Math.ceil(lines.length / 2);
     for (const part of [lines.slice(0, half), lines.slice(half)]) {
       try {
-        await this.insertRows([part.join('')], part.length);
+        await this.insertRows({ format: 'TabSeparated', chunks: [part.join('')] }, part.length);
       } catch (error) {
         this.refusal(error); // rethrows what is not a refusal
         dead.push(...(await this.isolateRefused(part)));
@@ -369,7 +401,7 @@ export class SpanWriter {
    */
   private async confirmRefused(line: string): Promise<DeadLetter[]> {
     try {
-      await this.insertRows([line], 1);
+      await this.insertRows({ format: 'TabSeparated', chunks: [line] }, 1);
       return [];
     } catch (error) {
       return [{ line, error: this.refusal(error) }];
@@ -385,19 +417,25 @@ export class SpanWriter {
   }
 
   /** One INSERT into spans, retried with backoff unless ClickHouse refuses the content or the writer stops. */
-  private async insertRows(texts: string[], rows: number): Promise<void> {
+  private async insertRows(data: EncodedData, rows: number): Promise<void> {
     const { client, database, metrics } = this.options;
     const doing = `inserting ${rows} span rows`;
     await retry(
       async () => {
         const stopTimer = metrics.insertSeconds.startTimer();
-        await client.insert({
-          table: `${database}.spans`,
-          values: Readable.from(texts, { objectMode: false }),
-          format: 'TabSeparated',
-          columns: [...SPAN_COLUMNS],
-          clickhouse_settings: TSV_INSERT_SETTINGS,
-        });
+        const values = Readable.from(data.chunks, { objectMode: false });
+        if (data.format === 'TabSeparated')
+          await client.insert({
+            table: `${database}.spans`,
+            values,
+            format: 'TabSeparated',
+            columns: [...SPAN_COLUMNS],
+            clickhouse_settings: TSV_INSERT_SETTINGS,
+          });
+        else {
+          const result = await client.exec({ query: nativeSpanInsert(database), values });
+          for await (const _ of result.stream); // an INSERT answers nothing; read to the end, which frees the connection
+        }
         stopTimer();
       },
       {

@@ -2,16 +2,15 @@ import { Readable } from 'node:stream';
 import type { Kafka } from 'kafkajs';
 import type { ClickHouseClient } from '../../common/index.ts';
 import {
-  encodeRows,
   eventsOf,
   fetchByteLimits,
+  NativeRowsBuilder,
+  nativeSpanInsert,
   pipelineConfigSchema,
-  spanRow,
-  SPAN_COLUMNS,
-  TSV_INSERT_SETTINGS,
-  type EncodedRows,
+  type NativeRows,
 } from '../../pipeline/index.ts';
 import { readTopic } from '../support/kafka-read.ts';
+import { mergeNativeBlocks } from './native-merge.ts';
 import { KAFKA_TEST_HEARTBEAT_INTERVAL_MS, KAFKA_TEST_SESSION_TIMEOUT_MS } from '../support/kafka-mock.ts';
 
 /** The pipeline's defaults: the ceiling fetches and batches as a pipeline does, so the ratio measures holdscope's code. */
@@ -24,22 +23,25 @@ export interface RunResult {
 }
 
 /** Each message's rows, serialized ahead of time the way the pipeline inserts them, by `partition:offset`. */
-export async function preSerialize(kafka: Kafka, topic: string): Promise<{ byOffset: Map<string, EncodedRows>; rows: number }> {
-  const byOffset = new Map<string, EncodedRows>();
-  let rows = 0;
+export async function preSerialize(kafka: Kafka, topic: string): Promise<{ byOffset: Map<string, NativeRows>; rows: number }> {
+  const byOffset = new Map<string, NativeRows>();
+  let total = 0;
   for (const message of await readTopic(kafka, topic, 300_000)) {
-    const encoded = encodeRows(eventsOf(message.value).events.map(spanRow));
-    byOffset.set(`${message.partition}:${message.offset}`, encoded);
-    rows += encoded.rows;
+    const encoded = new NativeRowsBuilder();
+    for (const event of eventsOf(message.value).events) encoded.add(event);
+    const rows = encoded.build();
+    byOffset.set(`${message.partition}:${message.offset}`, rows);
+    total += rows.rows;
   }
-  return { byOffset, rows };
+  return { byOffset, rows: total };
 }
 
 /**
  * The ceiling: kafkajs consuming the topic in a group and ClickHouse inserting the pre-serialized rows of what it
  * fetched, committing after each INSERT, with the pipeline's defaults (PIPELINE_DEFAULTS: partitions processed at
  * once, fetch sizes, rows per INSERT and linger) and no holdscope code in the loop: no decoding, no validation, no
- * encoding. What the same broker and ClickHouse allow on this machine. Unlike the pipeline, which hands batches on
+ * encoding (each message's Native block was built ahead; an INSERT's blocks are merged into one, byte copies, as the
+ * pipeline sends a block per fetched batch). What the same broker and ClickHouse allow on this machine. Unlike the pipeline, which hands batches on
  * and fetches more, each batch here waits for its INSERT, so an INSERT also starts once half the partitions wait.
  */
 export async function runCeiling(options: {
@@ -47,7 +49,7 @@ export async function runCeiling(options: {
   topic: string;
   client: ClickHouseClient;
   database: string;
-  prepared: Map<string, EncodedRows>;
+  prepared: Map<string, NativeRows>;
   expectedRows: number;
   onProgress?: (rows: number) => void;
 }): Promise<RunResult> {
@@ -58,7 +60,7 @@ export async function runCeiling(options: {
     heartbeatInterval: KAFKA_TEST_HEARTBEAT_INTERVAL_MS,
     ...fetchByteLimits(PIPELINE_DEFAULTS.maxBytesPerPartition, PIPELINE_DEFAULTS.partitionsConsumedConcurrently),
   });
-  let pending: { texts: string[]; rows: number; done: () => void }[] = [];
+  let pending: { blocks: Buffer[]; rows: number; done: () => void }[] = [];
   let pendingRows = 0;
   let inserted = 0;
   let firstFetch = 0;
@@ -73,16 +75,11 @@ export async function runCeiling(options: {
       pending = [];
       const rows = batch.reduce((n, p) => n + p.rows, 0);
       pendingRows -= rows;
-      await client.insert({
-        table: `${database}.spans`,
-        values: Readable.from(
-          batch.flatMap((p) => p.texts),
-          { objectMode: false },
-        ),
-        format: 'TabSeparated',
-        columns: [...SPAN_COLUMNS],
-        clickhouse_settings: TSV_INSERT_SETTINGS,
+      const result = await client.exec({
+        query: nativeSpanInsert(database),
+        values: Readable.from([mergeNativeBlocks(batch.flatMap((p) => p.blocks))], { objectMode: false }),
       });
+      for await (const _ of result.stream); // read to the end, which frees the connection
       inserted += rows;
       options.onProgress?.(inserted);
       for (const p of batch) p.done();
@@ -104,16 +101,16 @@ export async function runCeiling(options: {
     eachBatch: async ({ batch, resolveOffset }) => {
       if (batch.messages.length === 0) return;
       firstFetch ||= performance.now();
-      const texts: string[] = [];
+      const blocks: Buffer[] = [];
       let rows = 0;
       for (const m of batch.messages) {
         const encoded = prepared.get(`${batch.partition}:${m.offset}`);
         if (!encoded) throw new Error(`no pre-serialized rows for ${batch.partition}:${m.offset}`);
-        texts.push(encoded.text);
+        blocks.push(encoded.block);
         rows += encoded.rows;
       }
       await new Promise<void>((done) => {
-        pending.push({ texts, rows, done });
+        pending.push({ blocks, rows, done });
         pendingRows += rows;
         if (pendingRows >= PIPELINE_DEFAULTS.maxBatchRows || pending.length >= PIPELINE_DEFAULTS.partitionsConsumedConcurrently / 2)
           flush();

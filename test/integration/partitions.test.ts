@@ -87,6 +87,7 @@ describe('one request spanning 150 days', () => {
     const metrics = createPipelineMetrics();
     const encoded = rowsOf(
       triaged.messages.map((m) => ({ value: m.value, headers: MESSAGE_HEADERS })),
+      'TabSeparated', // embedded ClickHouse's
       metrics,
       quietLog,
       spanTimeWindow(nowMs, 3_600_000, RETENTION_DAYS),

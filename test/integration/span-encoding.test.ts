@@ -1,14 +1,26 @@
 /**
- * The pipeline inserts pre-serialized TabSeparated text. The rows ClickHouse stores from it must be exactly the
- * rows it stored from JSON objects (the client's own encoding), for hostile text too: span attributes are
- * untrusted and may hold tabs, newlines, quotes and backslashes.
+ * The pipeline inserts Native blocks, and TabSeparated text where it has rows rather than spans (the dead-letter
+ * path, tests). The rows ClickHouse stores from either must be exactly the rows it stored from JSON objects (the
+ * client's own encoding), for hostile text too: span attributes are untrusted and may hold tabs, newlines, quotes and
+ * backslashes.
  */
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { ClickHouseClient } from '../../common/index.ts';
-import { encodeRows, migrate, SPAN_COLUMNS, TSV_INSERT_SETTINGS, type SpanRow } from '../../pipeline/index.ts';
+import {
+  encodeRows,
+  migrate,
+  NativeRowsBuilder,
+  nativeSpanInsert,
+  spanRow,
+  SPAN_COLUMNS,
+  TSV_INSERT_SETTINGS,
+  type SpanRow,
+} from '../../pipeline/index.ts';
+import { HOSTILE_TEXT, pdEventsOfEveryKind } from '../support/pd-events.ts';
 import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
+import { clickhouseClient, startClickHouseServer, type ClickHouseServer } from '../support/clickhouse-server.ts';
 
 const HOSTILE = [
   "a'b",
@@ -60,7 +72,21 @@ function rows(): SpanRow[] {
   return out;
 }
 
-describe('TabSeparated span encoding', () => {
+const read = async (client: ClickHouseClient, db: string, table = 'spans', order = 'span_id') =>
+  (await client.query({ query: `SELECT * EXCEPT ingested_at FROM ${db}.${table} ORDER BY ${order}`, format: 'JSONEachRow' })).json<
+    Record<string, unknown>
+  >();
+
+const insertTsv = (client: ClickHouseClient, db: string, text: string) =>
+  client.insert({
+    table: `${db}.spans`,
+    values: Readable.from([text], { objectMode: false }),
+    format: 'TabSeparated',
+    columns: [...SPAN_COLUMNS],
+    clickhouse_settings: TSV_INSERT_SETTINGS,
+  });
+
+describe('TabSeparated span encoding (embedded ClickHouse)', () => {
   let client: ClickHouseClient;
   before(async () => {
     client = await embeddedClickHouse();
@@ -74,23 +100,52 @@ describe('TabSeparated span encoding', () => {
     await client.insert({ table: 'via_json.spans', values: input, format: 'JSONEachRow' });
     const encoded = encodeRows(input);
     assert.equal(encoded.rows, input.length);
-    await client.insert({
-      table: 'via_tsv.spans',
-      values: Readable.from([encoded.text], { objectMode: false }),
-      format: 'TabSeparated',
-      columns: [...SPAN_COLUMNS],
-      clickhouse_settings: TSV_INSERT_SETTINGS,
-    });
-    const read = async (db: string) =>
-      (await client.query({ query: `SELECT * EXCEPT ingested_at FROM ${db}.spans ORDER BY span_id`, format: 'JSONEachRow' })).json<
-        Record<string, unknown>
-      >();
-    const [viaJson, viaTsv] = [await read('via_json'), await read('via_tsv')];
+    await insertTsv(client, 'via_tsv', encoded.text);
+    const [viaJson, viaTsv] = [await read(client, 'via_json'), await read(client, 'via_tsv')];
     assert.equal(viaJson.length, input.length);
     assert.deepEqual(viaTsv, viaJson);
     // And the text survived verbatim (not merely the same mangling twice).
     const cancel = viaTsv.filter((r) => r.name === 'pd.cancel').map((r) => (r.cancel_targets as string[])[0]);
     assert.deepEqual(cancel.sort(), [...HOSTILE].sort());
     assert.ok(viaTsv.filter((r) => r.name === 'pd.cancel').every((r) => r.rank === -1 && r.chunk_index === -1));
+  });
+});
+
+// Embedded ClickHouse cannot take a binary body (common/clickhouse.ts: insertsBinaryBodies): a server's HTTP interface.
+describe('Native span encoding (ClickHouse server)', () => {
+  let server: ClickHouseServer;
+  let client: ClickHouseClient;
+  before(async () => {
+    server = await startClickHouseServer();
+    client = clickhouseClient(server.url);
+    await migrate(client, { database: 'via_native', retentionDays: 30 });
+    await migrate(client, { database: 'via_tsv_events', retentionDays: 30 });
+  });
+  after(async () => {
+    await client?.close();
+    await server?.stop();
+  });
+
+  it('Native blocks store what TabSeparated stores, for every kind of span, lifecycles included', async () => {
+    const events = HOSTILE_TEXT.flatMap(pdEventsOfEveryKind);
+    // Two blocks in one INSERT, as the writer sends several batches.
+    const blocks = [events.slice(0, 40), events.slice(40)].map((part) => {
+      const builder = new NativeRowsBuilder();
+      for (const e of part) builder.add(e);
+      return builder.build().block;
+    });
+    const result = await client.exec({ query: nativeSpanInsert('via_native'), values: Readable.from(blocks, { objectMode: false }) });
+    for await (const _ of result.stream); // read to the end
+    await insertTsv(client, 'via_tsv_events', encodeRows(events.map(spanRow)).text);
+    const [viaNative, viaTsv] = [await read(client, 'via_native'), await read(client, 'via_tsv_events')];
+    assert.equal(viaNative.length, events.length);
+    assert.deepEqual(viaNative, viaTsv);
+    const states = 'cluster, request_id, generation';
+    assert.deepEqual(
+      await read(client, 'via_native', 'lifecycle_states FINAL', states),
+      await read(client, 'via_tsv_events', 'lifecycle_states FINAL', states),
+    );
+    const admissions = viaNative.filter((r) => r.name === 'pd.admission').map((r) => r.admission_reason);
+    assert.deepEqual(admissions.sort(), [...HOSTILE_TEXT].sort(), 'the text verbatim');
   });
 });

@@ -102,6 +102,7 @@ class FakeConsumer {
 function scriptedWriter() {
   const writes: { rows: number; ack: () => void; refuse: () => void }[] = [];
   const writer = {
+    rowEncoding: 'Native',
     write: (rows: EncodedRows) =>
       new Promise<void>((resolve, reject) =>
         writes.push({ rows: rows.rows, ack: resolve, refuse: () => reject(new Error('writer stopped')) }),
