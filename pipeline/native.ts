@@ -1,6 +1,7 @@
 import type { PdEvent } from '../contract/index.ts';
 import { SPAN_COLUMNS, type NativeRows } from './encode.ts';
 import { LifecycleKeySet } from './records.ts';
+import { fillOwnColumns, NO_OWN_COLUMNS, type OwnColumns } from './rows.ts';
 
 /**
  * ClickHouse's Native format for span rows: a block is its column count and row count (varints), then each column's
@@ -142,122 +143,11 @@ class ArrayColumn {
   }
 }
 
-/** The columns a span fills beyond the common ones (pipeline/rows.ts says the same as a row object). */
-interface OwnColumns {
-  rank: number;
-  chunkIndex: number;
-  pages: readonly number[];
-  slots: number;
-  admissionOutcome: string;
-  admissionReason: string;
-  transferStatus: string;
-  transferBytes: number;
-  decodeEngineId: string;
-  expectedRanks: readonly number[];
-  holdTimeoutMs: number;
-  chunksDropped: number;
-  inflight: number;
-  failedSends: number;
-  ackWithheld: number;
-  ackGeneration: number;
-  ackAccepted: number;
-  missingRanks: readonly number[];
-  timeoutAction: string;
-  releaseReason: string;
-  checksumOutcome: string;
-  cancelTargets: readonly string[];
-}
-
-/** The table's DEFAULTs: rank and chunk_index -1, everything else empty. */
-const NO_OWN_COLUMNS: Readonly<OwnColumns> = {
-  rank: -1,
-  chunkIndex: -1,
-  pages: [],
-  slots: 0,
-  admissionOutcome: '',
-  admissionReason: '',
-  transferStatus: '',
-  transferBytes: 0,
-  decodeEngineId: '',
-  expectedRanks: [],
-  holdTimeoutMs: 0,
-  chunksDropped: 0,
-  inflight: 0,
-  failedSends: 0,
-  ackWithheld: 0,
-  ackGeneration: 0,
-  ackAccepted: 0,
-  missingRanks: [],
-  timeoutAction: '',
-  releaseReason: '',
-  checksumOutcome: '',
-  cancelTargets: [],
-};
-
-/** One object, refilled for each span: a block's rows are written one at a time, and an object each would be garbage. */
-const own: OwnColumns = { ...NO_OWN_COLUMNS };
-
-function ownColumns(e: PdEvent): OwnColumns {
-  Object.assign(own, NO_OWN_COLUMNS);
-  switch (e.name) {
-    case 'pd.admission':
-      own.admissionOutcome = e.outcome;
-      own.admissionReason = e.reason;
-      break;
-    case 'pd.kv.alloc':
-      own.pages = e.pages;
-      own.slots = e.slots;
-      break;
-    case 'pd.transfer':
-      own.rank = e.rank;
-      own.chunkIndex = e.chunkIndex;
-      own.pages = e.pages;
-      own.transferStatus = e.status;
-      own.transferBytes = e.bytes;
-      own.decodeEngineId = e.decodeEngineId;
-      break;
-    case 'pd.handoff':
-      break;
-    case 'pd.hold':
-      own.expectedRanks = e.expectedRanks;
-      own.holdTimeoutMs = e.timeoutMs;
-      own.slots = e.slots;
-      own.pages = e.pages;
-      break;
-    case 'pd.drain':
-      own.rank = e.rank;
-      own.chunksDropped = e.chunksDropped;
-      own.inflight = e.inflight;
-      own.failedSends = e.failedSends;
-      own.ackWithheld = e.ackWithheld ? 1 : 0;
-      own.decodeEngineId = e.decodeEngineId;
-      break;
-    case 'pd.ack':
-      own.rank = e.rank;
-      own.ackGeneration = e.ackGeneration;
-      own.ackAccepted = e.accepted ? 1 : 0;
-      break;
-    case 'pd.timeout':
-      own.missingRanks = e.missingRanks;
-      own.timeoutAction = e.action;
-      break;
-    case 'pd.release':
-      own.releaseReason = e.reason;
-      own.pages = e.pages;
-      break;
-    case 'pd.checksum':
-      own.checksumOutcome = e.outcome;
-      break;
-    case 'pd.cancel':
-      own.cancelTargets = e.targets;
-      break;
-  }
-  return own;
-}
-
 /** Collects events into one Native block of SPAN_COLUMNS, in order. */
 export class NativeSpanBlock {
   rows = 0;
+  /** One object, refilled for each span: an object per row would only be garbage. */
+  private readonly own: OwnColumns = { ...NO_OWN_COLUMNS };
   private readonly c = {
     cluster: new Bytes(),
     request_id: new Bytes(),
@@ -316,29 +206,29 @@ export class NativeSpanBlock {
     c.capacity_slots.u32(e.engine.capacitySlots);
     c.experiment_arm.string(e.engine.experimentArm);
     c.experiment_run.string(e.engine.experimentRun);
-    const own = ownColumns(e);
+    const own = fillOwnColumns(e, this.own);
     c.rank.i32(own.rank);
-    c.chunk_index.i32(own.chunkIndex);
+    c.chunk_index.i32(own.chunk_index);
     c.pages.add(own.pages, false);
     c.slots.u32(own.slots);
-    c.admission_outcome.string(own.admissionOutcome);
-    c.admission_reason.string(own.admissionReason);
-    c.transfer_status.string(own.transferStatus);
-    c.transfer_bytes.u64(own.transferBytes);
-    c.decode_engine_id.string(own.decodeEngineId);
-    c.expected_ranks.add(own.expectedRanks, false);
-    c.hold_timeout_ms.u32(own.holdTimeoutMs);
-    c.chunks_dropped.u32(own.chunksDropped);
+    c.admission_outcome.string(own.admission_outcome);
+    c.admission_reason.string(own.admission_reason);
+    c.transfer_status.string(own.transfer_status);
+    c.transfer_bytes.u64(own.transfer_bytes);
+    c.decode_engine_id.string(own.decode_engine_id);
+    c.expected_ranks.add(own.expected_ranks, false);
+    c.hold_timeout_ms.u32(own.hold_timeout_ms);
+    c.chunks_dropped.u32(own.chunks_dropped);
     c.inflight.u32(own.inflight);
-    c.failed_sends.u32(own.failedSends);
-    c.ack_withheld.u8(own.ackWithheld);
-    c.ack_generation.u32(own.ackGeneration);
-    c.ack_accepted.u8(own.ackAccepted);
-    c.missing_ranks.add(own.missingRanks, false);
-    c.timeout_action.string(own.timeoutAction);
-    c.release_reason.string(own.releaseReason);
-    c.checksum_outcome.string(own.checksumOutcome);
-    c.cancel_targets.add(own.cancelTargets, true);
+    c.failed_sends.u32(own.failed_sends);
+    c.ack_withheld.u8(own.ack_withheld);
+    c.ack_generation.u32(own.ack_generation);
+    c.ack_accepted.u8(own.ack_accepted);
+    c.missing_ranks.add(own.missing_ranks, false);
+    c.timeout_action.string(own.timeout_action);
+    c.release_reason.string(own.release_reason);
+    c.checksum_outcome.string(own.checksum_outcome);
+    c.cancel_targets.add(own.cancel_targets, true);
     this.rows++;
   }
 

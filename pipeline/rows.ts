@@ -31,46 +31,118 @@ export function formatNanos(ns: bigint): string {
   return `${cachedPrefix}.${(ns % 1_000_000_000n).toString().padStart(9, '0')}`;
 }
 
-/** The columns a span fills beyond the common ones; the table's defaults cover the rest. */
-function ownColumns(e: PdEvent): Record<string, string | number | number[] | string[]> {
+/** The columns a span fills beyond the common ones, as `spans` names them. */
+export interface OwnColumns {
+  rank: number;
+  chunk_index: number;
+  pages: number[];
+  slots: number;
+  admission_outcome: string;
+  admission_reason: string;
+  transfer_status: string;
+  transfer_bytes: number;
+  decode_engine_id: string;
+  expected_ranks: number[];
+  hold_timeout_ms: number;
+  chunks_dropped: number;
+  inflight: number;
+  failed_sends: number;
+  ack_withheld: number;
+  ack_generation: number;
+  ack_accepted: number;
+  missing_ranks: number[];
+  timeout_action: string;
+  release_reason: string;
+  checksum_outcome: string;
+  cancel_targets: string[];
+}
+
+/** The table's DEFAULTs: rank and chunk_index -1, everything else empty. */
+export const NO_OWN_COLUMNS: Readonly<OwnColumns> = {
+  rank: -1,
+  chunk_index: -1,
+  pages: [],
+  slots: 0,
+  admission_outcome: '',
+  admission_reason: '',
+  transfer_status: '',
+  transfer_bytes: 0,
+  decode_engine_id: '',
+  expected_ranks: [],
+  hold_timeout_ms: 0,
+  chunks_dropped: 0,
+  inflight: 0,
+  failed_sends: 0,
+  ack_withheld: 0,
+  ack_generation: 0,
+  ack_accepted: 0,
+  missing_ranks: [],
+  timeout_action: '',
+  release_reason: '',
+  checksum_outcome: '',
+  cancel_targets: [],
+};
+
+/**
+ * The span's own columns written into `own` over the table's DEFAULTs: the one statement of which span carries which
+ * column, for the row objects here and the Native blocks (pipeline/native.ts), which refill one object for every span.
+ */
+export function fillOwnColumns(e: PdEvent, own: OwnColumns): OwnColumns {
+  Object.assign(own, NO_OWN_COLUMNS);
   switch (e.name) {
     case 'pd.admission':
-      return { admission_outcome: e.outcome, admission_reason: e.reason };
+      own.admission_outcome = e.outcome;
+      own.admission_reason = e.reason;
+      break;
     case 'pd.kv.alloc':
-      return { pages: e.pages, slots: e.slots };
+      own.pages = e.pages;
+      own.slots = e.slots;
+      break;
     case 'pd.transfer':
-      return {
-        rank: e.rank,
-        chunk_index: e.chunkIndex,
-        pages: e.pages,
-        transfer_status: e.status,
-        transfer_bytes: e.bytes,
-        decode_engine_id: e.decodeEngineId,
-      };
+      own.rank = e.rank;
+      own.chunk_index = e.chunkIndex;
+      own.pages = e.pages;
+      own.transfer_status = e.status;
+      own.transfer_bytes = e.bytes;
+      own.decode_engine_id = e.decodeEngineId;
+      break;
     case 'pd.handoff':
-      return {};
+      break;
     case 'pd.hold':
-      return { expected_ranks: e.expectedRanks, hold_timeout_ms: e.timeoutMs, slots: e.slots, pages: e.pages };
+      own.expected_ranks = e.expectedRanks;
+      own.hold_timeout_ms = e.timeoutMs;
+      own.slots = e.slots;
+      own.pages = e.pages;
+      break;
     case 'pd.drain':
-      return {
-        rank: e.rank,
-        chunks_dropped: e.chunksDropped,
-        inflight: e.inflight,
-        failed_sends: e.failedSends,
-        ack_withheld: e.ackWithheld ? 1 : 0,
-        decode_engine_id: e.decodeEngineId,
-      };
+      own.rank = e.rank;
+      own.chunks_dropped = e.chunksDropped;
+      own.inflight = e.inflight;
+      own.failed_sends = e.failedSends;
+      own.ack_withheld = e.ackWithheld ? 1 : 0;
+      own.decode_engine_id = e.decodeEngineId;
+      break;
     case 'pd.ack':
-      return { rank: e.rank, ack_generation: e.ackGeneration, ack_accepted: e.accepted ? 1 : 0 };
+      own.rank = e.rank;
+      own.ack_generation = e.ackGeneration;
+      own.ack_accepted = e.accepted ? 1 : 0;
+      break;
     case 'pd.timeout':
-      return { missing_ranks: e.missingRanks, timeout_action: e.action };
+      own.missing_ranks = e.missingRanks;
+      own.timeout_action = e.action;
+      break;
     case 'pd.release':
-      return { release_reason: e.reason, pages: e.pages };
+      own.release_reason = e.reason;
+      own.pages = e.pages;
+      break;
     case 'pd.checksum':
-      return { checksum_outcome: e.outcome };
+      own.checksum_outcome = e.outcome;
+      break;
     case 'pd.cancel':
-      return { cancel_targets: e.targets };
+      own.cancel_targets = e.targets;
+      break;
   }
+  return own;
 }
 
 export function spanRow(e: PdEvent): SpanRow {
@@ -90,6 +162,6 @@ export function spanRow(e: PdEvent): SpanRow {
     capacity_slots: e.engine.capacitySlots,
     experiment_arm: e.engine.experimentArm,
     experiment_run: e.engine.experimentRun,
-    ...ownColumns(e),
+    ...fillOwnColumns(e, { ...NO_OWN_COLUMNS }),
   };
 }

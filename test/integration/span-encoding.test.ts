@@ -19,6 +19,7 @@ import {
   type SpanRow,
 } from '../../pipeline/index.ts';
 import { HOSTILE_TEXT, pdEventsOfEveryKind } from '../support/pd-events.ts';
+import { NO_OWN_COLUMNS } from '../../pipeline/rows.ts';
 import { embeddedClickHouse } from '../support/embedded-clickhouse.ts';
 import { clickhouseClient, startClickHouseServer, type ClickHouseServer } from '../support/clickhouse-server.ts';
 
@@ -92,6 +93,18 @@ describe('TabSeparated span encoding (embedded ClickHouse)', () => {
     client = await embeddedClickHouse();
     await migrate(client, { database: 'via_json', retentionDays: 30 });
     await migrate(client, { database: 'via_tsv', retentionDays: 30 });
+    await migrate(client, { database: 'via_defaults', retentionDays: 30 });
+  });
+
+  it("writes the table's DEFAULT for each column a span does not carry, as ClickHouse fills it", async () => {
+    const handoff = pdEventsOfEveryKind('d', 0).find((e) => e.name === 'pd.handoff');
+    assert.ok(handoff, 'a span that carries none of its own columns');
+    const common = Object.fromEntries(Object.entries(spanRow(handoff)).filter(([column]) => !(column in NO_OWN_COLUMNS)));
+    await client.insert({ table: 'via_defaults.spans', values: [common], format: 'JSONEachRow' });
+    const [stored] = await read(client, 'via_defaults');
+    // UInt64 comes back as a JSON string.
+    const defaults = Object.keys(NO_OWN_COLUMNS).map((c) => [c, c === 'transfer_bytes' ? Number(stored?.[c]) : stored?.[c]]);
+    assert.deepEqual(Object.fromEntries(defaults), NO_OWN_COLUMNS);
   });
   after(() => client?.close());
 
