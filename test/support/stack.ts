@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
-import { createLogger, type ClickHouseClient } from '../../common/index.ts';
+import { clickHouseFailureKind, createLogger, type ClickHouseClient } from '../../common/index.ts';
 import { migrate, Pipeline, pipelineConfigSchema } from '../../pipeline/index.ts';
 import type { LifecycleTruth } from '../../emitter/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
@@ -64,16 +64,26 @@ export async function startStack(
 export async function waitForSpans(client: ClickHouseClient, database: string, expected: number, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let have = -1;
+  let lastFailure: Error | undefined;
   while (Date.now() < deadline) {
-    const result = await client.query({
-      query: `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`,
-      format: 'JSONEachRow',
-    });
-    have = Number(((await result.json()) as { n: number }[])[0]?.n ?? 0);
-    if (have >= expected) return;
+    try {
+      const result = await client.query({
+        query: `SELECT count() AS n FROM (SELECT DISTINCT trace_id, span_id FROM ${database}.spans)`,
+        format: 'JSONEachRow',
+      });
+      have = Number(((await result.json()) as { n: number }[])[0]?.n ?? 0);
+      lastFailure = undefined;
+      if (have >= expected) return;
+    } catch (error) {
+      // A transient failure (no server answer, as a cluster node that had just had a replica back gave once: "socket
+      // hang up"; or a busy server) is a "not yet", as the pipeline's retries take it; a refusal ends the wait at once.
+      if (clickHouseFailureKind(error) !== 'transient') throw error;
+      lastFailure = error as Error;
+    }
     await sleep(250);
   }
-  throw new Error(`ClickHouse holds ${have} of ${expected} spans after ${timeoutMs} ms`);
+  const failed = lastFailure ? `; the last read failed: ${lastFailure.message}` : '';
+  throw new Error(`ClickHouse holds ${have} of ${expected} spans after ${timeoutMs} ms${failed}`, { cause: lastFailure });
 }
 
 /** The record fields the simulator's truth states, as the read API reports them. */
