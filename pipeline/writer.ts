@@ -13,7 +13,15 @@ import {
   type RetryPolicy,
 } from '../common/index.ts';
 import type { PipelineMetrics } from './metrics.ts';
-import { SPAN_COLUMNS, spanLineFields, TSV_INSERT_SETTINGS, type EncodedRows, type RowEncoding } from './encode.ts';
+import {
+  SPAN_COLUMNS,
+  spanLineFields,
+  TSV_INSERT_SETTINGS,
+  type EncodedRows,
+  type NativeRows,
+  type RowEncoding,
+  type TsvRows,
+} from './encode.ts';
 import { nativeSpanInsert } from './native.ts';
 import { nativeSpanLines } from './native-read.ts';
 import { LifecycleKeySet, refreshLifecycleRecords, type LifecycleKeyTuple } from './records.ts';
@@ -83,10 +91,10 @@ type EncodedData = { format: 'TabSeparated'; chunks: string[] } | { format: 'Nat
 
 /** The batches' data, all of one encoding (insertPending takes them so). */
 function encodedData(batches: EncodedRows[]): EncodedData {
-  const blocks = batches.flatMap((b) => (b.format === 'Native' ? [b.block] : []));
-  const texts = batches.flatMap((b) => (b.format === 'TabSeparated' ? [b.text] : []));
-  if (blocks.length > 0 && texts.length > 0) throw new Error('one INSERT of rows in two encodings');
-  return blocks.length > 0 ? { format: 'Native', chunks: blocks } : { format: 'TabSeparated', chunks: texts };
+  if (batches.every((b): b is NativeRows => b.format === 'Native')) return { format: 'Native', chunks: batches.map((b) => b.block) };
+  if (batches.every((b): b is TsvRows => b.format === 'TabSeparated'))
+    return { format: 'TabSeparated', chunks: batches.map((b) => b.text) };
+  throw new Error('one INSERT of rows in two encodings');
 }
 
 /** The rows of TabSeparated texts, each line with its newline (a newline inside a field is escaped, never raw). */
