@@ -10,7 +10,7 @@ import { createCollectorMetrics } from './metrics.ts';
 import { KafkaSpanQueue, type KafkaSpanQueueOptions } from './span-queue.ts';
 
 interface Send {
-  records: { key: string | null; value: Buffer; headers: Record<string, string> }[];
+  records: { key: string | null; value: Buffer; headers: Record<string, string>; partition?: number }[];
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -19,6 +19,8 @@ interface Send {
 class FakeKafka {
   mode: 'ok' | 'fail' | 'hang' = 'ok';
   adminUp = true;
+  /** Partitions the admin reports for the span topic ('spans'); none: the topic is unknown. */
+  partitions = 0;
   readonly sends: Send[] = [];
 
   producer() {
@@ -41,7 +43,12 @@ class FakeKafka {
       connect: async () => {
         if (!this.adminUp) throw new Error('connection refused');
       },
-      fetchTopicMetadata: async () => ({ topics: [] }),
+      fetchTopicMetadata: async () => ({
+        topics:
+          this.partitions > 0
+            ? [{ name: 'spans', partitions: Array.from({ length: this.partitions }, (_, partitionId) => ({ partitionId })) }]
+            : [],
+      }),
       disconnect: async () => undefined,
     };
   }
@@ -84,6 +91,25 @@ describe('KafkaSpanQueue', () => {
     assert.equal(kafka.sends.flatMap((s) => s.records).length, 31);
     assert.deepEqual(kafka.sends.flatMap((s) => s.records).at(-1)!.headers, DEAD_LETTER_HEADERS);
     assert.deepEqual(kafka.sends[0]!.records[0]!.headers, MESSAGE_HEADERS);
+    await queue.shutdown();
+  });
+
+  it("merges a send's span messages per partition once the topic's partitions are known, and not dead letters", async () => {
+    const kafka = new FakeKafka();
+    kafka.partitions = 3;
+    const queue = await queueWith(kafka);
+    const messages = Array.from({ length: 30 }, (_, i) => message(`k${i}`, 100, 2));
+    const dead = [{ key: null, value: Buffer.alloc(50) }];
+    assert.equal(status(await queue.publish(messages, dead)), 200);
+    assert.equal(kafka.sends.length, 1);
+    const [spanRecords, deadRecords] = [kafka.sends[0]!.records.slice(0, -1), kafka.sends[0]!.records.slice(-1)];
+    assert.deepEqual(spanRecords.map((r) => r.partition).sort(), [0, 1, 2]);
+    assert.equal(
+      spanRecords.reduce((n, r) => n + r.value.length, 0),
+      30 * 100,
+      'every message in one of them',
+    );
+    assert.deepEqual(deadRecords[0]!.headers, DEAD_LETTER_HEADERS);
     await queue.shutdown();
   });
 

@@ -3,6 +3,7 @@ import { OverloadedError, retryable, success, UnavailableError, type Logger, typ
 import type { CollectorMetrics } from './metrics.ts';
 import { DEAD_LETTER_HEADERS, MESSAGE_HEADERS, type DeadLetter, type SpanMessage, type SpanQueue } from '../contract/index.ts';
 import { BATCH_OVERHEAD_BYTES, recordBytes } from './messages.ts';
+import { mergeByPartition } from './partitions.ts';
 
 export interface KafkaSpanQueueOptions {
   kafka: Kafka;
@@ -43,6 +44,9 @@ interface Part {
 const OVERLOADED_RETRY_MS = 1000;
 const UNAVAILABLE_RETRY_MS = 2000;
 const RECONNECT_MS = 2000;
+/** How often the span topic's partition count is asked again: partitions are added by hand, rarely. */
+const PARTITIONS_REFRESH_MS = 60_000;
+const UNKNOWN_PARTITIONS_RETRY_MS = 5000;
 
 /**
  * Batches publishes from concurrent requests into few Kafka sends (acks from all in-sync replicas), with
@@ -67,6 +71,9 @@ export class KafkaSpanQueue implements SpanQueue {
   private stopping = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
+  private partitionsTimer: NodeJS.Timeout | undefined;
+  /** The span topic's partition count, once Kafka told it. */
+  private partitions: number | undefined;
   private readonly idle: (() => void)[] = [];
   private readonly maxSendBytes: number;
   private readonly maxPendingBytes: number;
@@ -89,6 +96,9 @@ export class KafkaSpanQueue implements SpanQueue {
 
   async start(): Promise<void> {
     await this.connect();
+    // Known before the first send when Kafka is up; a collector starting without Kafka does not wait for it.
+    const learning = this.refreshPartitions();
+    if (this.connected) await learning;
   }
 
   private async connect(): Promise<void> {
@@ -142,26 +152,59 @@ export class KafkaSpanQueue implements SpanQueue {
 
   private async probe(): Promise<void> {
     if (!this.failing || this.stopping) return;
-    const admin = this.options.kafka.admin({ retry: { retries: 0 } });
-    let timeout: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        (async () => {
-          await admin.connect();
-          await admin.fetchTopicMetadata({ topics: [this.options.topic] });
-        })(),
-        new Promise((_, reject) => {
-          timeout = setTimeout(() => reject(new Error('probe timed out')), this.options.produceTimeoutMs);
-        }),
-      ]);
+      this.learnedPartitions(await this.topicPartitions());
       if (this.failing && this.connected) this.markWorking();
     } catch {
       // Still down: the next probe tells.
     } finally {
-      clearTimeout(timeout);
-      await admin.disconnect().catch(() => undefined);
       if (this.failing) this.scheduleProbe();
     }
+  }
+
+  /** The topic's partitions, asked of Kafka by an admin client of its own within produceTimeoutMs. */
+  private async topicPartitions(): Promise<number> {
+    const admin = this.options.kafka.admin({ retry: { retries: 0 } });
+    let timeout: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        (async () => {
+          await admin.connect();
+          const { topics } = await admin.fetchTopicMetadata({ topics: [this.options.topic] });
+          return topics.find((t) => t.name === this.options.topic)?.partitions.length ?? 0;
+        })(),
+        new Promise<never>((_, reject) => {
+          timeout = setTimeout(() => reject(new Error('metadata request timed out')), this.options.produceTimeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timeout);
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  /** Sends merge span messages per partition once the count is known (partitions.ts); until then kafkajs partitions them. */
+  private learnedPartitions(count: number): void {
+    if (count <= 0 || count === this.partitions) return;
+    this.options.log.info({ topic: this.options.topic, partitions: count }, 'span messages are merged per partition');
+    this.partitions = count;
+  }
+
+  /**
+   * Asks for the topic's partitions now and every PARTITIONS_REFRESH_MS (UNKNOWN_PARTITIONS_RETRY_MS until known): a
+   * topic may gain partitions, or be created by the first send.
+   */
+  private async refreshPartitions(): Promise<void> {
+    if (this.stopping) return;
+    try {
+      this.learnedPartitions(await this.topicPartitions());
+    } catch (error) {
+      this.options.log.debug({ err: (error as Error).message }, "could not learn the span topic's partitions; sends stay unmerged");
+    }
+    if (this.stopping) return;
+    const nextMs = this.partitions ? PARTITIONS_REFRESH_MS : UNKNOWN_PARTITIONS_RETRY_MS;
+    this.partitionsTimer = setTimeout(() => void this.refreshPartitions(), nextMs);
+    this.partitionsTimer.unref();
   }
 
   /** Connected, and no send failed or timed out since Kafka last answered. */
@@ -327,7 +370,10 @@ export class KafkaSpanQueue implements SpanQueue {
       for (const d of part.deadLetters) deadMessages.push(d);
     }
     const topicMessages = [];
-    if (spanMessages.length > 0) topicMessages.push({ topic: this.options.topic, messages: spanMessages });
+    if (spanMessages.length > 0) {
+      const { topic } = this.options;
+      topicMessages.push({ topic, messages: this.partitions ? mergeByPartition(topic, spanMessages, this.partitions) : spanMessages });
+    }
     if (deadMessages.length > 0) topicMessages.push({ topic: this.options.deadLetterTopic, messages: deadMessages });
     const stopTimer = this.options.metrics.produceSeconds.startTimer();
     try {
@@ -368,6 +414,7 @@ export class KafkaSpanQueue implements SpanQueue {
     this.stopping = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     if (this.probeTimer) clearTimeout(this.probeTimer);
+    if (this.partitionsTimer) clearTimeout(this.partitionsTimer);
     await this.producer.disconnect();
   }
 }

@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import type { Kafka } from 'kafkajs';
+import { Partitioners, type Kafka, type PartitionMetadata } from 'kafkajs';
 import { Collector, collectorConfigSchema, type CollectorConfig } from '../../collector/index.ts';
 import { createLogger } from '../../common/index.ts';
 import {
@@ -20,11 +20,12 @@ import { kafkaForTests, randomTopic, startKafkaMock, type KafkaMock } from '../s
 import { readTopic } from '../support/kafka-read.ts';
 
 const log = createLogger('test', 'silent');
+const SPAN_PARTITIONS = 6;
 
 async function startCollector(mock: KafkaMock, over: Partial<Record<keyof CollectorConfig, unknown>> = {}) {
   const topic = randomTopic('spans');
   const deadLetterTopic = randomTopic('dlq');
-  await mock.createTopic(topic, 6);
+  await mock.createTopic(topic, SPAN_PARTITIONS);
   await mock.createTopic(deadLetterTopic, 2);
   const config = collectorConfigSchema.parse({
     port: 0,
@@ -39,14 +40,24 @@ async function startCollector(mock: KafkaMock, over: Partial<Record<keyof Collec
   return { collector, url: `http://127.0.0.1:${port}`, topic, deadLetterTopic };
 }
 
-/** Every span of the topic's messages, with the message key it came under. */
-function spansOf(messages: { key: string | null; value: Buffer }[]) {
-  const spans: { key: string | null; expectedKey: string; spanId: string; name: string }[] = [];
+/** The partition Kafka's default partitioner (kafkajs's) gives a key among the span topic's partitions. */
+function partitionOf(key: string): number {
+  const partitionMetadata = Array.from({ length: SPAN_PARTITIONS }, (_, partitionId) => ({
+    partitionId,
+    leader: 1,
+  })) as PartitionMetadata[];
+  return Partitioners.DefaultPartitioner()({ topic: 'spans', partitionMetadata, message: { key, value: null } });
+}
+
+/** Every span of the topic's messages, with the message key and partition it came under. */
+function spansOf(messages: { key: string | null; value: Buffer; partition: number }[]) {
+  const spans: { key: string | null; partition: number; expectedKey: string; spanId: string; name: string }[] = [];
   for (const m of messages) {
     forEachSpan(decodeOtlpProtobuf(m.value), (span, resource) => {
       const cluster = typeof resource['pd.cluster'] === 'string' ? resource['pd.cluster'] : 'default';
       spans.push({
         key: m.key,
+        partition: m.partition,
         expectedKey: partitionKey(cluster, span.attributes['pd.request.id'] as string),
         spanId: span.spanId,
         name: span.name,
@@ -122,7 +133,7 @@ describe('collector', () => {
     ['protobuf', ProtoExporter],
     ['json', JsonExporter],
   ] as const) {
-    it(`delivers every span the OpenTelemetry SDK's ${encoding} exporter sends, under its lifecycle key`, async () => {
+    it(`delivers every span the OpenTelemetry SDK's ${encoding} exporter sends, in its lifecycle key's partition`, async () => {
       const { collector, url, topic } = await startCollector(mock);
       try {
         const scenario = buildScenario('mixed', 31);
@@ -137,10 +148,18 @@ describe('collector', () => {
         });
         assert.equal(summary.spansFailed, 0);
         assert.equal(summary.spansExported, summary.spansEmitted);
-        const spans = spansOf(await readTopic(kafka, topic));
+        const messages = await readTopic(kafka, topic);
+        const spans = spansOf(messages);
         assert.equal(spans.length, summary.spansEmitted, 'same count in Kafka as the simulator exported');
         assert.equal(new Set(spans.map((s) => s.spanId)).size, spans.length, 'no span twice');
-        for (const s of spans) assert.equal(s.key, s.expectedKey);
+        for (const s of spans) {
+          assert.equal(s.partition, partitionOf(s.expectedKey), `${s.expectedKey}'s partition`);
+          // A message of several lifecycles has no key; one of a single lifecycle has its key.
+          if (s.key !== null) assert.equal(s.key, s.expectedKey);
+        }
+        // Merged per partition: far fewer messages than lifecycles (a message each before, several per lifecycle).
+        const lifecycles = new Set(spans.map((s) => s.expectedKey)).size;
+        assert.ok(messages.length < lifecycles, `${messages.length} messages for ${lifecycles} lifecycles`);
       } finally {
         await collector.shutdown();
       }
