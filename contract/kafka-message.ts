@@ -64,7 +64,9 @@ export function declaredEncoding(headers: MessageHeaders | undefined): MessageEn
  * request id, keyed `cluster/request id` so every span of a lifecycle, across engines and generations, lands
  * in one partition. OTLP protobuf is what the OpenTelemetry Collector's Kafka exporter writes too
  * (`otlp_proto`), so existing tools read the topic as it is. The spans of one id in one OTLP request make one
- * message, or several with the same key when one would exceed the message size limit.
+ * message, or several with the same key when one would exceed the message size limit. The collector's sends
+ * then merge them into one message per partition (collector/partitions.ts): what lands in Kafka may hold several
+ * lifecycles, each in its key's partition.
  */
 export interface SpanMessage {
   key: string;
