@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Partitioners, type PartitionMetadata } from 'kafkajs';
 import { decodeOtlpProtobuf, encodeOtlpProtobuf, forEachSpan, MESSAGE_HEADERS, type OtlpSpan } from '../contract/index.ts';
+import { kafkajsPartition } from '../test/support/kafka-read.ts';
 import { mergeByPartition } from './partitions.ts';
 
 /** A span whose id and request id are all a reader needs here (the merge never decodes). */
@@ -32,12 +32,6 @@ function messagesOf(keys: string[], spans: number) {
     );
     return { key, value, headers: MESSAGE_HEADERS, spanIds: list.map((s) => s.spanId) };
   });
-}
-
-/** The partition kafkajs itself picks for a key among `partitions`. */
-function kafkajsPartition(key: string, partitions: number): number {
-  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({ partitionId, leader: 1 })) as PartitionMetadata[];
-  return Partitioners.DefaultPartitioner()({ topic: 't', partitionMetadata, message: { key, value: null } });
 }
 
 describe('mergeByPartition', () => {

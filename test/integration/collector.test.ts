@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { Partitioners, type Kafka, type PartitionMetadata } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { Collector, collectorConfigSchema, type CollectorConfig } from '../../collector/index.ts';
 import { createLogger } from '../../common/index.ts';
 import {
@@ -17,7 +17,7 @@ import {
 } from '../../contract/index.ts';
 import { buildScenario, runSimulation } from '../../emitter/index.ts';
 import { kafkaForTests, randomTopic, startKafkaMock, type KafkaMock } from '../support/kafka-mock.ts';
-import { readTopic } from '../support/kafka-read.ts';
+import { kafkajsPartition, readTopic } from '../support/kafka-read.ts';
 
 const log = createLogger('test', 'silent');
 const SPAN_PARTITIONS = 6;
@@ -38,15 +38,6 @@ async function startCollector(mock: KafkaMock, over: Partial<Record<keyof Collec
   const collector = new Collector(config, { log });
   const port = await collector.start();
   return { collector, url: `http://127.0.0.1:${port}`, topic, deadLetterTopic };
-}
-
-/** The partition Kafka's default partitioner (kafkajs's) gives a key among the span topic's partitions. */
-function partitionOf(key: string): number {
-  const partitionMetadata = Array.from({ length: SPAN_PARTITIONS }, (_, partitionId) => ({
-    partitionId,
-    leader: 1,
-  })) as PartitionMetadata[];
-  return Partitioners.DefaultPartitioner()({ topic: 'spans', partitionMetadata, message: { key, value: null } });
 }
 
 /** Every span of the topic's messages, with the message key and partition it came under. */
@@ -153,7 +144,7 @@ describe('collector', () => {
         assert.equal(spans.length, summary.spansEmitted, 'same count in Kafka as the simulator exported');
         assert.equal(new Set(spans.map((s) => s.spanId)).size, spans.length, 'no span twice');
         for (const s of spans) {
-          assert.equal(s.partition, partitionOf(s.expectedKey), `${s.expectedKey}'s partition`);
+          assert.equal(s.partition, kafkajsPartition(s.expectedKey, SPAN_PARTITIONS), `${s.expectedKey}'s partition`);
           // A message of several lifecycles has no key; one of a single lifecycle has its key.
           if (s.key !== null) assert.equal(s.key, s.expectedKey);
         }

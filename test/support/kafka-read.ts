@@ -1,4 +1,4 @@
-import type { Kafka, KafkaMessage } from 'kafkajs';
+import { Partitioners, type Kafka, type KafkaMessage, type PartitionMetadata } from 'kafkajs';
 
 export interface ReadMessage {
   partition: number;
@@ -67,4 +67,13 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 30_000)
     await consumer.disconnect();
   }
   return out;
+}
+
+/**
+ * The partition kafkajs's default partitioner (Kafka's own, murmur2) gives a keyed message among `partitions`: where
+ * a lifecycle's spans belong. Computed here, not taken from the collector, so a test checks the collector against it.
+ */
+export function kafkajsPartition(key: string, partitions: number): number {
+  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({ partitionId, leader: 1 })) as PartitionMetadata[];
+  return Partitioners.DefaultPartitioner()({ topic: 'spans', partitionMetadata, message: { key, value: null } });
 }
