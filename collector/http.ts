@@ -169,6 +169,8 @@ export function createCollectorApp({ config, queue, metrics, log }: CollectorApp
         return;
       }
       count(200);
+      // Counted here rather than by the queue: a 200 is what the sender stops retrying on, Kafka or no Kafka.
+      metrics.spansAccepted.inc(result.accepted);
       const rejected = result.rejections.length;
       if (rejected > 0) log.debug({ rejected, first: result.rejections[0] }, 'rejected PD spans');
       reply(res, encoding, 200, exportResponse(encoding, rejected, rejected > 0 ? rejectionSummary(result.rejections) : ''));

@@ -17,7 +17,7 @@ export function createCollectorMetrics(registry = new Registry()) {
     }),
     spansAccepted: new Counter({
       name: 'holdscope_collector_spans_accepted_total',
-      help: 'PD spans acknowledged by Kafka',
+      help: 'PD spans answered 200: stored in Kafka, or in ClickHouse where no Kafka is configured (holdscope start)',
       registers: [registry],
     }),
     spansRejected: new Counter({

@@ -386,7 +386,6 @@ export class KafkaSpanQueue implements SpanQueue {
       ended();
       stopTimer();
       this.markWorking();
-      this.options.metrics.spansAccepted.inc(spans - deadMessages.length);
       this.options.metrics.deadLetters.inc(deadMessages.length);
       for (const part of batch) if (--part.entry.remaining === 0) part.entry.settle(success(undefined));
     } catch (error) {

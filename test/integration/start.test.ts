@@ -85,6 +85,9 @@ describe('holdscope start', () => {
       },
       { generation: 3, resolution: 'drained', hold_ms: 15, decode_engine: 'decode-ext' },
     );
+    // Without Kafka the in-process queue acknowledges once ClickHouse has the rows; the count must say so too.
+    const metrics = await (await fetch(`http://127.0.0.1:${s.httpPort}/metrics`)).text();
+    assert.match(metrics, /^holdscope_collector_spans_accepted_total 4$/m, 'the four spans exported, each counted once');
   });
 
   it('honours both tokens: its simulated engines send the collector token, and no door opens without them', async () => {
