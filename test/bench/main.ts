@@ -20,7 +20,7 @@ import { startHttpServer } from '../../dashboards/index.ts';
 import { quietLog } from '../support/stack.ts';
 import { PROBE_POLL_MS, runFreshnessStage, type FreshnessStageResult } from './freshness-stage.ts';
 import { buildQueryDataset, PAGE_WARM_UPS, settleMerges, timePageRequests } from './page-queries.ts';
-import { drainThroughPipeline, PIPELINE_HEAP_MB } from './pipeline-process.ts';
+import { drainThroughPipeline, PIPELINE_HEAP_MB, setPipelineFlags } from './pipeline-process.ts';
 import { FigureSheet, progress, report, stage } from './report.ts';
 import { timeGenericStack } from './generic-stack.ts';
 import { runClusterStage } from './cluster-stage.ts';
@@ -37,6 +37,7 @@ const program = new Command('bench')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--no-cluster', 'skip the cluster stage: the backlog and the pages on 2 shards against the single server')
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
+  .option('--pipeline-flags <flags>', 'flags added to every pipeline process, e.g. "--linger-ms 500" (to compare a setting)')
   .option(
     '--clickhouse-cpu',
     "also split ClickHouse's CPU during the freshness load by statement kind and merged table (its logs cost it ~0.02 cores)",
@@ -53,7 +54,10 @@ const opts = program.opts<{
   runs?: string;
   partitions?: string;
   clickhouseCpu?: boolean;
+  pipelineFlags?: string;
 }>();
+const pipelineFlags = (opts.pipelineFlags ?? '').split(/\s+/).filter(Boolean);
+setPipelineFlags(pipelineFlags);
 const quick = opts.quick === true;
 const settings = {
   spans: Number(opts.spans ?? (quick ? 100_000 : 1_000_000)),
@@ -380,7 +384,7 @@ try {
 
   report(figures.all(), {
     machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
-    command: `npm run bench${quick ? ' -- --quick' : ''}`,
+    command: `npm run bench${quick ? ' -- --quick' : ''}${pipelineFlags.length > 0 ? ` (pipeline: ${pipelineFlags.join(' ')})` : ''}`,
     seconds: (Date.now() - started) / 1000,
     json: {
       pipeline_spans_per_s: Math.round(drained.spansPerSecond),

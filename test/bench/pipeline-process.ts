@@ -8,10 +8,16 @@ import { spawnPipeline as spawnTestPipeline, type PipelineProcess } from '../sup
  */
 export const PIPELINE_HEAP_MB = 192;
 
+/** Flags every pipeline process of the run gets after its own (`--pipeline-flags`): one run per setting compared. */
+let extraFlags: readonly string[] = [];
+export function setPipelineFlags(flags: readonly string[]): void {
+  extraFlags = flags;
+}
+
 /** `holdscope pipeline` as its own process, as production runs it (heap limit included), so its memory is its own. */
 export function spawnPipeline(args: string[]): Promise<PipelineProcess> {
   const nodeOptions = [process.env.NODE_OPTIONS, `--max-old-space-size=${PIPELINE_HEAP_MB}`].filter(Boolean).join(' ');
-  return spawnTestPipeline('bench', args, { NODE_OPTIONS: nodeOptions });
+  return spawnTestPipeline('bench', [...args, ...extraFlags], { NODE_OPTIONS: nodeOptions });
 }
 
 /**
