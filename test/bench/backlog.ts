@@ -43,9 +43,10 @@ class CapturingQueue implements SpanQueue {
 /**
  * Fills `topic` with about `spans` spans as holdscope's collector writes them (OTLP protobuf messages of the
  * lifecycles one send holds, one per partition, from the simulator's engines exporting OTLP/HTTP to the collector:
- * the mixed scenario, with aborts, a storm, tails and late writes), produced in sends of 20,000 messages. Large sends matter on the mock
- * broker, which answers a fetch with one record batch per partition: the collector's own small, frequent sends
- * would make every fetch tiny, for the ceiling and the pipeline alike, and measure the mock rather than either.
+ * the mixed scenario, with aborts, a storm, tails and late writes), produced in sends of 20,000 messages. Large
+ * sends matter on the mock broker, which answers a fetch with one record batch per partition: the collector's own
+ * small, frequent sends would make every fetch tiny, for the ceiling and the pipeline alike, and measure the mock
+ * rather than either.
  */
 export async function produceBacklog(options: {
   kafka: Kafka;
