@@ -14,6 +14,9 @@ export interface CpuShare {
   cores: number;
   /** Statements or merges counted. */
   count: number;
+  /** For statements: their mean time and rows read (a statement's rows read include its materialized views'). */
+  meanMs?: number;
+  meanRowsRead?: number;
 }
 
 // Kinds told apart by the pipeline's statements' own text, and the named reads by their log_comment (queries/runner.ts).
@@ -27,33 +30,66 @@ const CPU_US = `ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTim
 
 /** The shares of ClickHouse's CPU between `fromMs` and `toMs` (wall clock), largest first. */
 export async function clickhouseCpuShares(client: ClickHouseClient, fromMs: number, toMs: number): Promise<CpuShare[]> {
-  await client.command({ query: 'SYSTEM FLUSH LOGS' });
-  const seconds = (toMs - fromMs) / 1000;
-  const params = { from: Math.round(fromMs), to: Math.round(toMs), seconds };
-  const window = `event_time_microseconds BETWEEN fromUnixTimestamp64Milli({from:Int64}) AND fromUnixTimestamp64Milli({to:Int64})`;
-  const result = await client.query({
-    query: `
-      SELECT ${STATEMENT_KIND} AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count
-      FROM system.query_log WHERE type = 'QueryFinish' AND ${window} AND query_kind != 'System'
+  return shares(
+    client,
+    fromMs,
+    toMs,
+    `
+      SELECT ${STATEMENT_KIND} AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count,
+        avg(query_duration_ms) AS mean_ms, avg(read_rows) AS mean_rows_read
+      FROM system.query_log WHERE type = 'QueryFinish' AND ${WINDOW} AND query_kind != 'System'
       GROUP BY work
       UNION ALL
-      SELECT concat('merges ', table) AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count
-      FROM system.part_log WHERE event_type = 'MergeParts' AND ${window}
+      SELECT concat('merges ', table) AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count,
+        NULL AS mean_ms, NULL AS mean_rows_read
+      FROM system.part_log WHERE event_type = 'MergeParts' AND ${WINDOW}
       GROUP BY work`,
-    query_params: params,
+  );
+}
+
+/**
+ * What each materialized view took between `fromMs` and `toMs`, largest first, by view name: part of the share of the
+ * statement that fed it (span INSERTs, record refreshes), which counts its views' work too.
+ */
+export async function clickhouseViewShares(client: ClickHouseClient, fromMs: number, toMs: number): Promise<CpuShare[]> {
+  return shares(
+    client,
+    fromMs,
+    toMs,
+    `
+      SELECT splitByChar('.', view_name)[-1] AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count
+      FROM system.query_views_log WHERE ${WINDOW}
+      GROUP BY work`,
+  );
+}
+
+const WINDOW = `event_time_microseconds BETWEEN fromUnixTimestamp64Milli({from:Int64}) AND fromUnixTimestamp64Milli({to:Int64})`;
+
+async function shares(client: ClickHouseClient, fromMs: number, toMs: number, query: string): Promise<CpuShare[]> {
+  await client.command({ query: 'SYSTEM FLUSH LOGS' });
+  const seconds = (toMs - fromMs) / 1000;
+  const result = await client.query({
+    query,
+    query_params: { from: Math.round(fromMs), to: Math.round(toMs), seconds },
     format: 'JSONEachRow',
   });
-  const shares = (await result.json<{ work: string; cores: number; count: string }>()).map((r) => ({
-    work: r.work,
-    cores: Number(r.cores),
-    count: Number(r.count),
-  }));
-  return shares.sort((a, b) => b.cores - a.cores);
+  type Row = { work: string; cores: number; count: string; mean_ms?: number | null; mean_rows_read?: number | null };
+  return (await result.json<Row>())
+    .map((r) => ({
+      work: r.work,
+      cores: Number(r.cores),
+      count: Number(r.count),
+      ...(r.mean_ms == null ? {} : { meanMs: Number(r.mean_ms), meanRowsRead: Number(r.mean_rows_read) }),
+    }))
+    .sort((a, b) => b.cores - a.cores);
 }
 
 /** The shares as a note: the largest by name, the rest summed, and what no statement or merge accounts for. */
 export function describeCpuShares(shares: readonly CpuShare[], processCores: number, shown = 8): string {
-  const named = shares.slice(0, shown).map((s) => `${s.work} ${s.cores.toFixed(2)} (${s.count})`);
+  const named = shares.slice(0, shown).map((s) => {
+    const each = s.meanMs === undefined ? '' : `, ${Math.round(s.meanMs)} ms and ${Math.round(s.meanRowsRead ?? 0)} rows read each`;
+    return `${s.work} ${s.cores.toFixed(2)} (${s.count}${each})`;
+  });
   const rest = shares.slice(shown).reduce((n, s) => n + s.cores, 0);
   const unaccounted = processCores - shares.reduce((n, s) => n + s.cores, 0);
   return [...named, `the rest ${rest.toFixed(2)}`, `no statement or merge ${unaccounted.toFixed(2)}`].join(', ');

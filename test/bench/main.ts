@@ -24,7 +24,7 @@ import { drainThroughPipeline, PIPELINE_HEAP_MB, setPipelineFlags } from './pipe
 import { FigureSheet, progress, report, stage } from './report.ts';
 import { timeGenericStack } from './generic-stack.ts';
 import { runClusterStage } from './cluster-stage.ts';
-import { clickhouseCpuShares, describeCpuShares } from './clickhouse-cpu.ts';
+import { clickhouseCpuShares, clickhouseViewShares, describeCpuShares } from './clickhouse-cpu.ts';
 import { writeQueryLogConfig } from '../support/clickhouse-logs.ts';
 
 const program = new Command('bench')
@@ -227,6 +227,14 @@ try {
     const shares = await clickhouseCpuShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
     const cores = fresh.cpu.processCores.clickhouse ?? NaN;
     figures.add({ name: '  ClickHouse cores', value: Number(cores.toFixed(2)), unit: 'cores', note: describeCpuShares(shares, cores) });
+    const views = await clickhouseViewShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
+    const inViews = views.reduce((n, v) => n + v.cores, 0);
+    figures.add({
+      name: '    of which materialized views',
+      value: Number(inViews.toFixed(2)),
+      unit: 'cores',
+      note: views.map((v) => `${v.work} ${v.cores.toFixed(2)} (${v.count})`).join(', '),
+    });
   }
   figures.add({
     name: 'freshness p50',
