@@ -14,7 +14,7 @@ export interface CpuShare {
   cores: number;
   /** Statements or merges counted. */
   count: number;
-  /** For statements: their mean time and rows read (a statement's rows read include its materialized views'). */
+  /** For statements: their mean time and rows read, as `system.query_log` has them (`query_duration_ms`, `read_rows`). */
   meanMs?: number;
   meanRowsRead?: number;
 }
