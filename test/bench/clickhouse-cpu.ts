@@ -28,13 +28,20 @@ const STATEMENT_KIND = `multiIf(
     'other statements')`;
 const CPU_US = `ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTimeMicroseconds']`;
 
-/** The shares of ClickHouse's CPU between `fromMs` and `toMs` (wall clock), largest first. */
-export async function clickhouseCpuShares(client: ClickHouseClient, fromMs: number, toMs: number): Promise<CpuShare[]> {
-  return shares(
-    client,
-    fromMs,
-    toMs,
-    `
+/**
+ * Where ClickHouse's CPU went between `fromMs` and `toMs` (wall clock), largest first: `statements` by statement kind
+ * and merged table, and `views` by materialized view, each part of the share of the statement that fed it (span
+ * INSERTs, record refreshes), which counts its views' work too. The logs are flushed once, for both.
+ */
+export async function clickhouseCpuShares(
+  client: ClickHouseClient,
+  fromMs: number,
+  toMs: number,
+): Promise<{ statements: CpuShare[]; views: CpuShare[] }> {
+  await client.command({ query: 'SYSTEM FLUSH LOGS' });
+  const read = (query: string) => shares(client, fromMs, toMs, query);
+  const [statements, views] = await Promise.all([
+    read(`
       SELECT ${STATEMENT_KIND} AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count,
         avg(query_duration_ms) AS mean_ms, avg(read_rows) AS mean_rows_read
       FROM system.query_log WHERE type = 'QueryFinish' AND ${WINDOW} AND query_kind != 'System'
@@ -43,30 +50,18 @@ export async function clickhouseCpuShares(client: ClickHouseClient, fromMs: numb
       SELECT concat('merges ', table) AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count,
         NULL AS mean_ms, NULL AS mean_rows_read
       FROM system.part_log WHERE event_type = 'MergeParts' AND ${WINDOW}
-      GROUP BY work`,
-  );
-}
-
-/**
- * What each materialized view took between `fromMs` and `toMs`, largest first, by view name: part of the share of the
- * statement that fed it (span INSERTs, record refreshes), which counts its views' work too.
- */
-export async function clickhouseViewShares(client: ClickHouseClient, fromMs: number, toMs: number): Promise<CpuShare[]> {
-  return shares(
-    client,
-    fromMs,
-    toMs,
-    `
+      GROUP BY work`),
+    read(`
       SELECT splitByChar('.', view_name)[-1] AS work, sum(${CPU_US}) / 1e6 / {seconds:Float64} AS cores, count() AS count
       FROM system.query_views_log WHERE ${WINDOW}
-      GROUP BY work`,
-  );
+      GROUP BY work`),
+  ]);
+  return { statements, views };
 }
 
 const WINDOW = `event_time_microseconds BETWEEN fromUnixTimestamp64Milli({from:Int64}) AND fromUnixTimestamp64Milli({to:Int64})`;
 
 async function shares(client: ClickHouseClient, fromMs: number, toMs: number, query: string): Promise<CpuShare[]> {
-  await client.command({ query: 'SYSTEM FLUSH LOGS' });
   const seconds = (toMs - fromMs) / 1000;
   const result = await client.query({
     query,
@@ -84,12 +79,15 @@ async function shares(client: ClickHouseClient, fromMs: number, toMs: number, qu
     .sort((a, b) => b.cores - a.cores);
 }
 
+/** One share in words: its name, its cores and its count, and for statements their mean time and rows read. */
+export function describeShare(s: CpuShare): string {
+  const each = s.meanMs === undefined ? '' : `, ${Math.round(s.meanMs)} ms and ${Math.round(s.meanRowsRead ?? 0)} rows read each`;
+  return `${s.work} ${s.cores.toFixed(2)} (${s.count}${each})`;
+}
+
 /** The shares as a note: the largest by name, the rest summed, and what no statement or merge accounts for. */
 export function describeCpuShares(shares: readonly CpuShare[], processCores: number, shown = 8): string {
-  const named = shares.slice(0, shown).map((s) => {
-    const each = s.meanMs === undefined ? '' : `, ${Math.round(s.meanMs)} ms and ${Math.round(s.meanRowsRead ?? 0)} rows read each`;
-    return `${s.work} ${s.cores.toFixed(2)} (${s.count}${each})`;
-  });
+  const named = shares.slice(0, shown).map(describeShare);
   const rest = shares.slice(shown).reduce((n, s) => n + s.cores, 0);
   const unaccounted = processCores - shares.reduce((n, s) => n + s.cores, 0);
   return [...named, `the rest ${rest.toFixed(2)}`, `no statement or merge ${unaccounted.toFixed(2)}`].join(', ');

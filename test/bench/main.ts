@@ -24,7 +24,7 @@ import { drainThroughPipeline, PIPELINE_HEAP_MB, setPipelineFlags } from './pipe
 import { FigureSheet, progress, report, stage } from './report.ts';
 import { timeGenericStack } from './generic-stack.ts';
 import { runClusterStage } from './cluster-stage.ts';
-import { clickhouseCpuShares, clickhouseViewShares, describeCpuShares } from './clickhouse-cpu.ts';
+import { clickhouseCpuShares, describeCpuShares, describeShare } from './clickhouse-cpu.ts';
 import { writeQueryLogConfig } from '../support/clickhouse-logs.ts';
 
 const program = new Command('bench')
@@ -40,7 +40,7 @@ const program = new Command('bench')
   .option('--pipeline-flags <flags>', 'flags added to every pipeline process, e.g. "--linger-ms 500" (to compare a setting)')
   .option(
     '--clickhouse-cpu',
-    "also split ClickHouse's CPU during the freshness load by statement kind and merged table (its logs cost it ~0.02 cores)",
+    "also split ClickHouse's CPU during the freshness load by statement kind, merged table and materialized view (its logs cost it ~0.02 cores)",
   )
   .parse();
 const opts = program.opts<{
@@ -224,16 +224,15 @@ try {
   });
   figures.add({ name: 'host CPU busy', value: busyPct(fresh), unit: '%', note: cpuNote(fresh) });
   if (opts.clickhouseCpu) {
-    const shares = await clickhouseCpuShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
+    const { statements, views } = await clickhouseCpuShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
     const cores = fresh.cpu.processCores.clickhouse ?? NaN;
-    figures.add({ name: '  ClickHouse cores', value: Number(cores.toFixed(2)), unit: 'cores', note: describeCpuShares(shares, cores) });
-    const views = await clickhouseViewShares(client, fresh.cpu.fromMs, fresh.cpu.toMs);
+    figures.add({ name: '  ClickHouse cores', value: Number(cores.toFixed(2)), unit: 'cores', note: describeCpuShares(statements, cores) });
     const inViews = views.reduce((n, v) => n + v.cores, 0);
     figures.add({
       name: '    of which materialized views',
       value: Number(inViews.toFixed(2)),
       unit: 'cores',
-      note: views.map((v) => `${v.work} ${v.cores.toFixed(2)} (${v.count})`).join(', '),
+      note: views.map(describeShare).join(', '),
     });
   }
   figures.add({
