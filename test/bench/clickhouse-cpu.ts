@@ -27,6 +27,7 @@ const STATEMENT_KIND = `multiIf(
     startsWith(log_comment, 'holdscope '), concat('read ', substring(log_comment, 11)),
     'other statements')`;
 const CPU_US = `ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTimeMicroseconds']`;
+const WINDOW = `event_time_microseconds BETWEEN fromUnixTimestamp64Milli({from:Int64}) AND fromUnixTimestamp64Milli({to:Int64})`;
 
 /**
  * Where ClickHouse's CPU went between `fromMs` and `toMs` (wall clock), largest first: `statements` by statement kind
@@ -58,8 +59,6 @@ export async function clickhouseCpuShares(
   ]);
   return { statements, views };
 }
-
-const WINDOW = `event_time_microseconds BETWEEN fromUnixTimestamp64Milli({from:Int64}) AND fromUnixTimestamp64Milli({to:Int64})`;
 
 async function shares(client: ClickHouseClient, fromMs: number, toMs: number, query: string): Promise<CpuShare[]> {
   const seconds = (toMs - fromMs) / 1000;
