@@ -38,6 +38,13 @@ export interface SimConfig {
   cluster: string;
   /** Prefix of request ids, so runs with different seeds never share ids. */
   idPrefix: string;
+  /**
+   * How request ids look. 'sequential' (the default): `<idPrefix>-000001`, in arrival order, easy to read in a test.
+   * 'random': `cmpl-` and 32 hex digits, as vLLM names requests (`cmpl-<uuid>`), with no order in time; derived from
+   * idPrefix and the arrival number, so a run is still reproducible and runs with different prefixes never share ids.
+   * Tables keyed by request id store such ids scattered, which is what a real cluster's traffic does to them.
+   */
+  requestIds?: 'sequential' | 'random';
   /** Arrivals stop after this many requests or this much simulated time, whichever comes first. */
   requests: number;
   durationMs: number;

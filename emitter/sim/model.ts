@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ReleaseReason, TransferStatus } from '../../contract/index.ts';
 import type { PdEmitter } from '../instrument.ts';
 import type { SimConfig } from './config.ts';
@@ -152,8 +153,7 @@ export class ClusterModel {
 
   private onArrival(at: number): void {
     this.arrivals++;
-    const id = `${this.config.idPrefix}-${String(this.arrivals).padStart(6, '0')}`;
-    this.startLifecycle(id, 0);
+    this.startLifecycle(requestIdFor(this.config, this.arrivals), 0);
     const nextAt = at + Math.max(1, Math.round(this.rng.arrivals.exponential(1e6 / this.config.rate)));
     if (this.arrivals < this.config.requests && nextAt <= this.config.durationMs * MS) this.schedule({ type: 'arrival', at: nextAt });
   }
@@ -541,3 +541,9 @@ export class ClusterModel {
 }
 
 export const ROUTER_ID = 'router-0';
+
+/** The request id of the `arrival`-th request (SimConfig.requestIds). */
+function requestIdFor(config: Pick<SimConfig, 'idPrefix' | 'requestIds'>, arrival: number): string {
+  if (config.requestIds !== 'random') return `${config.idPrefix}-${String(arrival).padStart(6, '0')}`;
+  return `cmpl-${createHash('sha256').update(`${config.idPrefix}\u0000${arrival}`).digest('hex').slice(0, 32)}`;
+}

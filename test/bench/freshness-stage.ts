@@ -8,6 +8,7 @@ import os from 'node:os';
 import { Collector, collectorConfigSchema } from '../../collector/index.ts';
 import type { ClickHouseClient } from '../../common/index.ts';
 import { startHttpServer } from '../../dashboards/index.ts';
+import type { SimConfig } from '../../emitter/index.ts';
 import { quietLog } from '../support/stack.ts';
 import type { PipelineProcess } from '../support/pipeline-process.ts';
 import { cpuBetween, snapshotCpu, type CpuUsage } from './cpu-usage.ts';
@@ -75,6 +76,7 @@ export async function runFreshnessStage(options: {
   client: ClickHouseClient;
   rate: number;
   seconds: number;
+  requestIds: NonNullable<SimConfig['requestIds']>;
   /** How long a probe may stay unseen before it counts as never seen. */
   probeTimeoutMs: number;
   /** How long a violation probe may go without its alert accepted before it counts as never alerted. */
@@ -88,6 +90,7 @@ export async function runFreshnessStage(options: {
   const workload = await buildWorkload({
     rate,
     seconds: options.seconds,
+    requestIds: options.requestIds,
     probeEvery: Math.max(1, Math.round(rate / 256 / 4)),
     idPrefix: options.name,
     startTimeMs: Date.now(),

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startOtlpReceiver } from '../support/otlp-sink.ts';
 import { encodeOtlpProtobuf, forEachSpan, type OtlpTraceRequest } from '../../contract/index.ts';
 import { MAX_LOOKUP_REQUEST_IDS } from '../../dashboards/index.ts';
-import { buildScenario, runSimulation } from '../../emitter/index.ts';
+import { buildScenario, runSimulation, type SimConfig } from '../../emitter/index.ts';
 import { formatStringListText } from '../../queries/index.ts';
 
 export interface Workload {
@@ -30,6 +30,7 @@ export async function buildWorkload(options: {
   seconds: number;
   probeEvery: number;
   idPrefix: string;
+  requestIds: NonNullable<SimConfig['requestIds']>;
   startTimeMs: number;
 }): Promise<Workload> {
   const captured: OtlpTraceRequest[] = [];
@@ -39,6 +40,7 @@ export async function buildWorkload(options: {
     config.requests = Math.max(1, Math.round((options.rate * options.seconds) / 16.4));
     config.durationMs = Number.MAX_SAFE_INTEGER;
     config.idPrefix = options.idPrefix;
+    config.requestIds = options.requestIds;
     await runSimulation({
       config,
       endpoint: receiver.url,

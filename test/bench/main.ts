@@ -37,6 +37,7 @@ const program = new Command('bench')
   .option('--runs <n>', `times each page request is timed, after ${PAGE_WARM_UPS} untimed (default 20; quick 5)`)
   .option('--no-cluster', 'skip the cluster stage: the backlog and the pages on 2 shards against the single server')
   .option('--partitions <n>', 'partitions of the backlog topic (default: enough for the mock broker, which keeps ~5 MB per partition)')
+  .option('--random-ids', "the freshness load's request ids random (cmpl-<32 hex>, as vLLM's), not in arrival order")
   .option('--pipeline-flags <flags>', 'flags added to every pipeline process, e.g. "--linger-ms 500" (to compare a setting)')
   .option(
     '--clickhouse-cpu',
@@ -55,6 +56,7 @@ const opts = program.opts<{
   partitions?: string;
   clickhouseCpu?: boolean;
   pipelineFlags?: string;
+  randomIds?: boolean;
 }>();
 const pipelineFlags = (opts.pipelineFlags ?? '').split(/\s+/).filter(Boolean);
 setPipelineFlags(pipelineFlags);
@@ -195,6 +197,7 @@ try {
       client,
       rate,
       seconds: settings.freshnessSeconds,
+      requestIds: opts.randomIds ? 'random' : 'sequential',
       probeTimeoutMs: quick ? 20_000 : 60_000,
       alertTimeoutMs: ALERT_TIMEOUT_MS,
     });

@@ -8,12 +8,19 @@ import {
   SCENARIO_NAMES,
   type LifecycleTruth,
   type ScenarioName,
+  type SimConfig,
 } from '../../emitter/index.ts';
 import { recordingSink, type RecordedSpan } from '../support/recording-sink.ts';
 
-function simulate(name: ScenarioName, seed: number, requests?: number): { truth: LifecycleTruth[]; spans: RecordedSpan[] } {
+function simulate(
+  name: ScenarioName,
+  seed: number,
+  requests?: number,
+  requestIds?: SimConfig['requestIds'],
+): { truth: LifecycleTruth[]; spans: RecordedSpan[] } {
   const scenario = buildScenario(name, seed);
   if (requests !== undefined) scenario.config.requests = requests;
+  if (requestIds !== undefined) scenario.config.requestIds = requestIds;
   const { sink, spans } = recordingSink();
   const model = new ClusterModel(scenario.config, sink);
   assert.equal(model.runUntil(Number.POSITIVE_INFINITY), false, 'the model runs until nothing is left to do');
@@ -37,6 +44,27 @@ describe('simulator determinism', () => {
     const a = simulate('late-write-bug', 5, 400).spans;
     const b = simulate('late-write-bug', 5, 400).spans;
     assert.deepEqual(a, b);
+  });
+});
+
+describe('random request ids', () => {
+  it('names requests as vLLM does, in no order, and changes nothing else', () => {
+    const sequential = simulate('mixed', 11, 800).truth;
+    const random = simulate('mixed', 11, 800, 'random').truth;
+    const ids = random.map((t) => t.request_id);
+    assert.ok(
+      ids.every((id) => /^cmpl-[0-9a-f]{32}$/.test(id)),
+      `unexpected id ${ids.find((id) => !id.startsWith('cmpl-'))}`,
+    );
+    assert.equal(new Set(ids).size, new Set(sequential.map((t) => t.request_id)).size);
+    const firsts = [...new Set(ids)];
+    assert.notDeepEqual(firsts, [...firsts].sort(), 'arrival order is not id order');
+    // The same lifecycles, flags and times: only the names differ, wherever a line names a request (late writes name
+    // their victims; retries keep their request's id).
+    const rename = new Map(sequential.map((t, i) => [t.request_id, random[i]?.request_id]));
+    const renamed = formatTruth(sequential).replace(/"s11-\d{6}"/g, (id) => JSON.stringify(rename.get(JSON.parse(id) as string)));
+    assert.deepEqual(renamed.split('\n').sort(), formatTruth(random).split('\n').sort());
+    assert.deepEqual(simulate('mixed', 11, 800, 'random').truth, random, 'the same seed gives the same ids');
   });
 });
 
