@@ -61,6 +61,8 @@ const opts = program.opts<{
 const pipelineFlags = (opts.pipelineFlags ?? '').split(/\s+/).filter(Boolean);
 setPipelineFlags(pipelineFlags);
 const quick = opts.quick === true;
+/** The flags that change what the run measures, named in its report. */
+const runFlags = [quick && '--quick', opts.randomIds && '--random-ids'].filter((f): f is string => typeof f === 'string');
 const settings = {
   spans: Number(opts.spans ?? (quick ? 100_000 : 1_000_000)),
   lifecycles: Number(opts.lifecycles ?? (quick ? 50_000 : 10_000_000)),
@@ -394,7 +396,7 @@ try {
 
   report(figures.all(), {
     machine: `${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node.js ${process.version}`,
-    command: `npm run bench${quick ? ' -- --quick' : ''}${pipelineFlags.length > 0 ? ` (pipeline: ${pipelineFlags.join(' ')})` : ''}`,
+    command: `npm run bench${runFlags.length > 0 ? ` -- ${runFlags.join(' ')}` : ''}${pipelineFlags.length > 0 ? ` (pipeline: ${pipelineFlags.join(' ')})` : ''}`,
     seconds: (Date.now() - started) / 1000,
     json: {
       pipeline_spans_per_s: Math.round(drained.spansPerSecond),
